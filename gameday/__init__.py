@@ -1,0 +1,1 @@
+"""gameday: failover game days and conformance checks for multi-region federations."""

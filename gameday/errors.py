@@ -1,0 +1,68 @@
+"""Errors raised by gameday.
+
+Every error gameday raises on purpose derives from :class:`GamedayError`::
+
+    GamedayError
+    ├── ConfigError                 invalid topology / option / config file (permanent)
+    ├── TargetError                 the target cannot be brought up or reached
+    │   ├── TargetUnreachable       health pre-check failed; nothing was injected
+    │   └── ComponentFailed         a component exited or never became ready
+    ├── FaultError                  a fault could not be injected or reverted
+    │   └── RestoreIncomplete       a revert failed; the ledger still holds the entry
+    ├── LoadError                   the load generator failed to start or report
+    ├── DrillAborted                a stop condition fired; the fault was reverted
+    └── TransientError              a retryable failure (timeouts, connection refused)
+
+SLO breaches are *not* errors: they are plain ``AssertionError`` whose message says
+what was expected, what was seen, where and when.
+"""
+
+from __future__ import annotations
+
+
+class GamedayError(Exception):
+    """Root of every error gameday raises on purpose."""
+
+
+class ConfigError(GamedayError):
+    """A configuration value is invalid.
+
+    The message names the file, the field, the value seen and what was expected.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None) -> None:
+        self.source = source
+        self.field = field
+        super().__init__(message)
+
+
+class TargetError(GamedayError):
+    """The target (federation) could not be brought up, reached or torn down."""
+
+
+class TargetUnreachable(TargetError):
+    """The target failed its health pre-check; no fault was injected."""
+
+
+class ComponentFailed(TargetError):
+    """A federation component exited unexpectedly or never became ready."""
+
+
+class FaultError(GamedayError):
+    """A fault could not be injected or reverted."""
+
+
+class RestoreIncomplete(FaultError):
+    """Reverting a fault failed; its ledger entry is kept so `gameday restore` can retry."""
+
+
+class LoadError(GamedayError):
+    """The load generator failed to start, run or report its records."""
+
+
+class DrillAborted(GamedayError):
+    """A stop condition fired during a drill; the fault was reverted at once."""
+
+
+class TransientError(GamedayError):
+    """A failure that may succeed on retry (timeout, connection refused)."""

@@ -1,0 +1,108 @@
+"""The resolved federation: a topology plus the addresses and ports each component got.
+
+The launcher writes one ``spec.json`` per federation into its work directory; every
+component process reads it (``--spec``) and finds its own section by role, region and
+instance. Addresses: region number N (1-based) owns the loopback ``127.0.N.0/24``:
+
+======================  ===================  ===========================
+component               address              port
+======================  ===================  ===========================
+gateway of region N     127.0.N.1            ``gateway_port`` (same for all
+                                             regions: DNS answers carry no port)
+local proxy             127.0.N.2            free port
+region agent            127.0.N.3            free port (HTTP status/admin)
+app instance k          127.0.N.(10+k)       free port
+NATS, control plane,    127.0.0.1            free ports
+GSLB (DNS UDP+TCP, HTTP)
+======================  ===================  ===========================
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from gameday.topology import Topology
+
+
+class Endpoint(BaseModel):
+    """A host and port; ``url`` is its HTTP base URL."""
+
+    model_config = ConfigDict(frozen=True)
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class InstanceSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    """``<region>-<k>``, e.g. ``a-1``."""
+    endpoint: Endpoint
+    capacity_rps: float
+
+
+class RegionSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    index: int
+    """1-based region number N; the region owns 127.0.N.0/24."""
+    weight: float
+    fallback: str | None
+    gateway: Endpoint
+    proxy: Endpoint
+    agent: Endpoint
+    instances: list[InstanceSpec]
+    quota: dict[str, int]
+    labels: dict[str, str]
+
+
+class FederationSpec(BaseModel):
+    """Everything a component needs to know to find its peers."""
+
+    model_config = ConfigDict(frozen=True)
+    run_id: str
+    """Unique per federation; prefixes the NATS stream/bucket names so two federations
+    never share state even if they shared a server."""
+    workdir: str
+    topology: Topology
+    nats_url: str
+    nats_port: int
+    control_plane: Endpoint
+    gslb_dns: Endpoint
+    """UDP and TCP on the same port."""
+    gslb_http: Endpoint
+    gateway_port: int
+    regions: list[RegionSpec]
+
+    def region(self, name: str) -> RegionSpec:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def instance(self, name: str) -> tuple[RegionSpec, InstanceSpec]:
+        for r in self.regions:
+            for i in r.instances:
+                if i.name == name:
+                    return r, i
+        raise KeyError(name)
+
+    def dump(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> FederationSpec:
+        return cls.model_validate(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def region_address(index: int, host: int) -> str:
+    """Loopback address of host number *host* in region number *index* (1-based)."""
+    if not 1 <= index <= 250:
+        raise ValueError(f"region index {index} outside 1..250")
+    return f"127.0.{index}.{host}"

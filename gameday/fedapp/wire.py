@@ -1,0 +1,176 @@
+"""The federation's wire contract: NATS subjects, JetStream names, message shapes.
+
+All names are prefixed with the federation's ``run_id`` so that federations never
+share state. JSON everywhere; times are Unix seconds (float) on the wire.
+
+Subjects and payloads
+---------------------
+``gd.<run>.events.<region>``  (JetStream stream ``GD_<run>_EVENTS``)
+    A region agent's health *change*, see :class:`Event`. Published only when a
+    probed target changes state after the rise/fall thresholds, and once for every
+    target when the agent starts. Consumed by the control plane through the durable
+    pull consumer ``cp``.
+
+``gd.<run>.heartbeat.<region>``  (core NATS)
+    ``{"region": str, "epoch": int, "at": float}`` every ``heartbeat_interval``.
+    The control plane marks a region not alive after ``region_timeout`` of silence.
+
+``gd.<run>.snapshot.version``  (core NATS)
+    ``{"version": int, "at": float, "heartbeat": bool}``: the control plane's
+    broadcast, on every new version (after ``broadcast_delay``) and every
+    ``heartbeat_interval`` as a heartbeat carrying the last announced version.
+
+``gd.<run>.snapshot.diff``  (core NATS request/reply)
+    request ``{"since": int, "node": str}``; reply :class:`Diff` as JSON:
+    ``{"version": int, "full": bool, "entries": {key: value}}`` holding every key
+    changed after ``since`` (all keys when ``full``). ``full`` is true when
+    ``since`` is 0 or ahead of the control plane (its version regressed).
+
+``gd.<run>.agent.<region>.state``  (core NATS request/reply)
+    request ``{}``; reply ``{"region": str, "epoch": int, "slow": {"quota": {...},
+    "labels": {...}}, "health": {key: value}}`` - the agent's full current view, used
+    by the control plane's start-up sync and its slow full reconciliation (R3).
+
+JetStream KV bucket ``GD_<run>_SNAPSHOT``, key ``global``
+    The durable snapshot (:meth:`gameday.fedapp.snapshot.Snapshot.to_json`). Written
+    with compare-and-set on the KV revision so two control planes cannot fork it.
+
+Snapshot keys (see :mod:`gameday.fedapp.snapshot`)
+--------------------------------------------------
+``region/<r>/alive``            ``{"alive": bool}``  control plane, from heartbeats
+``region/<r>/gateway``          ``{"healthy": bool}``  agent probe of the gateway
+``region/<r>/instance/<name>``  ``{"healthy": bool, "weight": int}``  agent probe
+``region/<r>/route_rules``      ``{"version": int}``  route-rule version
+``slow/<r>``                    ``{"quota": {...}, "labels": {...}}``  full pass only
+``slow/merged``                 ``{"labels": {...}, "conflicts": [...]}``  primary wins
+
+HTTP endpoints every component serves
+-------------------------------------
+``/livez``, ``/readyz``, ``/status`` (JSON), ``/metrics`` (Prometheus text),
+``POST /admin/fault`` (JSON body; fault hooks, see each component).
+Entry nodes (gateway, proxy) report in ``/status``: ``version``,
+``routable_regions``, ``excluded_regions``, ``snapshot_age_s``,
+``last_broadcast_version``, ``stale``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+#: Header set by gateways: ``<region>/<instance>`` that served the request.
+SERVED_BY = "X-Served-By"
+#: Header set by gateways: the snapshot version the gateway routed by.
+ROUTE_VERSION = "X-Route-Version"
+#: Header marking a request already forwarded once by a gateway (no second hop).
+HOP = "X-Gameday-Hop"
+
+
+def events_subject(run_id: str, region: str = "*") -> str:
+    return f"gd.{run_id}.events.{region}"
+
+
+def heartbeat_subject(run_id: str, region: str = "*") -> str:
+    return f"gd.{run_id}.heartbeat.{region}"
+
+
+def broadcast_subject(run_id: str) -> str:
+    return f"gd.{run_id}.snapshot.version"
+
+
+def diff_subject(run_id: str) -> str:
+    return f"gd.{run_id}.snapshot.diff"
+
+
+def agent_state_subject(run_id: str, region: str) -> str:
+    return f"gd.{run_id}.agent.{region}.state"
+
+
+def events_stream(run_id: str) -> str:
+    return f"GD_{run_id}_EVENTS"
+
+
+def snapshot_bucket(run_id: str) -> str:
+    return f"GD_{run_id}_SNAPSHOT"
+
+
+SNAPSHOT_KEY = "global"
+
+
+def instance_key(region: str, instance: str) -> str:
+    return f"region/{region}/instance/{instance}"
+
+
+def gateway_key(region: str) -> str:
+    return f"region/{region}/gateway"
+
+
+def alive_key(region: str) -> str:
+    return f"region/{region}/alive"
+
+
+def route_rules_key(region: str) -> str:
+    return f"region/{region}/route_rules"
+
+
+def slow_key(region: str) -> str:
+    return f"slow/{region}"
+
+
+MERGED_SLOW_KEY = "slow/merged"
+
+
+@dataclass(frozen=True)
+class Event:
+    """A region agent's report that one key changed.
+
+    ``(epoch, seq)`` orders the events of one agent: ``epoch`` is the agent process's
+    start time in ns (a restarted agent has a larger epoch), ``seq`` counts from 1.
+    The control plane applies an event only if its ``(epoch, seq)`` is greater than
+    the last applied for that key, so duplicates and reordered stale events are no-ops.
+    """
+
+    region: str
+    epoch: int
+    seq: int
+    key: str
+    value: Json
+    observed_at: float
+    """Unix time the probe result that caused the event was taken."""
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Event:
+        d = json.loads(data)
+        return cls(
+            region=str(d["region"]),
+            epoch=int(d["epoch"]),
+            seq=int(d["seq"]),
+            key=str(d["key"]),
+            value=dict(d["value"]),
+            observed_at=float(d["observed_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class Diff:
+    """The control plane's answer to a diff request."""
+
+    version: int
+    full: bool
+    entries: dict[str, Json]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {"version": self.version, "full": self.full, "entries": self.entries}, separators=(",", ":")
+        ).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Diff:
+        d = json.loads(data)
+        return cls(version=int(d["version"]), full=bool(d["full"]), entries=dict(d["entries"]))

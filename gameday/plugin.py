@@ -1,0 +1,1 @@
+"""pytest plugin entry point (options, markers, fixtures wiring)."""
