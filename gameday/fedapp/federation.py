@@ -1,0 +1,383 @@
+"""The embedded local federation: start, watch, break (on purpose) and stop its processes.
+
+``LocalFederation`` is the Python API the ``local`` target and ``gameday up`` use::
+
+    with LocalFederation.from_topology(load_topology(), workdir) as fed:
+        fed.wait_ready()
+        print(fed.status_table())
+
+Every component is its own OS process (see :mod:`gameday.fedapp.launcher`), in its own
+session, so terminal signals reach only the harness, and a killed harness leaves a
+federation that :meth:`LocalFederation.attach` can pick up again from ``state.json``.
+
+Fault hooks come in exact pairs (:meth:`stop_component`/:meth:`start_component`,
+:meth:`pause`/:meth:`resume`, :meth:`set_broadcast_delay` with the previous value,
+:meth:`set_readyz_fault` with ``{"readyz": "ok"}``); the faults package builds on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from gameday.errors import ComponentFailed, FaultError, TargetError
+from gameday.fedapp.launcher import LauncherClient
+from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
+from gameday.fedapp.plan import plan_federation
+from gameday.fedapp.spec import Endpoint, FederationSpec
+from gameday.topology import Topology
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "state.json"
+
+
+@dataclass
+class Component:
+    """One process of the federation, as recorded in ``state.json``."""
+
+    name: str
+    role: str
+    region: str | None = None
+    instance: str | None = None
+    pid: int | None = None
+    starttime: int | None = None
+    """Kernel start time of *pid* (``/proc/<pid>/stat`` field 22), guards against pid reuse."""
+    paused: bool = False
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; it is inside the last parentheses.
+    return [raw[: raw.index("(")].strip(), "comm", *raw[raw.rindex(")") + 2 :].split()]
+
+
+def pid_alive(pid: int, starttime: int | None = None) -> bool:
+    """True if *pid* runs (not a zombie) and, when given, started at *starttime*."""
+    st = _proc_stat(pid)
+    if st is None:
+        return False
+    if st[2] in ("Z", "X"):
+        return False
+    return starttime is None or int(st[21]) == starttime
+
+
+def _starttime(pid: int) -> int | None:
+    st = _proc_stat(pid)
+    return int(st[21]) if st else None
+
+
+class LocalFederation:
+    """A federation of local processes on per-region loopback addresses."""
+
+    def __init__(self, spec: FederationSpec) -> None:
+        self.spec = spec
+        self.workdir = Path(spec.workdir)
+        self.logdir = self.workdir / "logs"
+        self.spec_path = self.workdir / "spec.json"
+        self.components: dict[str, Component] = {}
+        self.launcher_pid: int | None = None
+        # Unix socket paths are limited to 108 bytes; work dirs (pytest tmp dirs) can be longer.
+        self.launcher_sock = Path(tempfile.gettempdir()) / f"gameday-{spec.run_id}.sock"
+        self._http = httpx.Client(timeout=1.0, trust_env=False)
+        self._build_inventory()
+
+    # -- construction ---------------------------------------------------------------
+    @classmethod
+    def from_topology(cls, topology: Topology, workdir: Path, run_id: str | None = None) -> LocalFederation:
+        """Plan addresses and ports for *topology* under *workdir* (nothing is started)."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        return cls(plan_federation(topology, workdir.resolve(), run_id))
+
+    @classmethod
+    def attach(cls, workdir: Path) -> LocalFederation:
+        """Re-attach to a federation started by another (possibly killed) process.
+
+        Raises:
+            TargetError: there is no ``state.json`` under *workdir*.
+        """
+        state_path = workdir / STATE_FILE
+        try:
+            state = json.loads(state_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise TargetError(f"{state_path}: no federation state to attach to ({exc})") from exc
+        fed = cls(FederationSpec.load(state["spec"]))
+        fed.launcher_pid = state.get("launcher_pid")
+        for name, c in state["components"].items():
+            fed.components[name] = Component(**c)
+        return fed
+
+    def _build_inventory(self) -> None:
+        add = self._add
+        add(Component("nats", "nats"))
+        add(Component("controlplane", "controlplane"))
+        add(Component("gslb", "gslb"))
+        for r in self.spec.regions:
+            for inst in r.instances:
+                add(Component(f"app-{inst.name}", "app", r.name, inst.name))
+            add(Component(f"agent-{r.name}", "agent", r.name))
+            add(Component(f"gateway-{r.name}", "gateway", r.name))
+            add(Component(f"proxy-{r.name}", "proxy", r.name))
+
+    def _add(self, c: Component) -> None:
+        self.components[c.name] = c
+
+    def _save_state(self) -> None:
+        state = {
+            "run_id": self.spec.run_id,
+            "spec": str(self.spec_path),
+            "launcher_pid": self.launcher_pid,
+            "components": {n: asdict(c) for n, c in self.components.items()},
+        }
+        tmp = self.workdir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.workdir / STATE_FILE)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self, timeout: float = 30.0) -> None:
+        """Start every component and wait until the federation is ready.
+
+        Raises:
+            ComponentFailed: a component exited or did not become ready in *timeout* s;
+                everything started is stopped again before raising.
+        """
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        self.spec.dump(self.spec_path)
+        try:
+            self._start_launcher()
+            self.start_component("nats")
+            for name, c in self.components.items():
+                if c.role != "nats":
+                    self.start_component(name, wait=False)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def __enter__(self) -> LocalFederation:
+        self.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()
+
+    def _start_launcher(self) -> None:
+        out = (self.logdir / "launcher.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gameday.fedapp.launcher", "--socket", str(self.launcher_sock)],
+            stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
+        )
+        out.close()
+        self.launcher_pid = proc.pid
+        self._save_state()
+        client = LauncherClient(self.launcher_sock)
+        deadline = time.monotonic() + 20
+        while not client.alive():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ComponentFailed(f"component launcher did not start; see {self.logdir / 'launcher.log'}")
+            time.sleep(0.01)
+
+    def _spawn(self, c: Component) -> int:
+        logfile = self.logdir / f"{c.name}.log"
+        if c.role == "nats":
+            with logfile.open("ab") as out:
+                proc = subprocess.Popen(
+                    nats_server_argv("127.0.0.1", self.spec.nats_port, self.workdir / "jetstream"),
+                    stdout=out, stderr=out, start_new_session=True,
+                )
+            return proc.pid
+        client = LauncherClient(self.launcher_sock)
+        req = {"op": "spawn", "role": c.role, "spec": str(self.spec_path), "region": c.region,
+               "instance": c.instance, "log": str(logfile)}
+        if client.alive():
+            reply = client.call(req)
+            if "pid" in reply:
+                return int(reply["pid"])
+            raise ComponentFailed(f"launcher refused to start {c.name}: {reply.get('error')}")
+        # No launcher (e.g. `gameday restore` after the launcher died): start it the slow way.
+        argv = [sys.executable, "-m", "gameday.fedapp", c.role, "--spec", str(self.spec_path)]
+        if c.region and c.role != "app":
+            argv += ["--region", c.region]
+        if c.instance:
+            argv += ["--instance", c.instance]
+        with logfile.open("ab") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=out, start_new_session=True)
+        return proc.pid
+
+    def start_component(self, name: str, wait: bool = True, timeout: float = 15.0) -> None:
+        """Start component *name* (no-op if it runs); with *wait*, until it listens."""
+        c = self.components[name]
+        if c.pid is not None and pid_alive(c.pid, c.starttime):
+            return
+        c.pid = self._spawn(c)
+        c.starttime = _starttime(c.pid)
+        c.paused = False
+        self._save_state()
+        if wait:
+            ep = self.listen_endpoint(name)
+            wait_for_port(ep.host, ep.port, timeout, name, log=self.logdir / f"{name}.log")
+
+    def stop_component(self, name: str, sig: int = signal.SIGTERM, timeout: float = 5.0) -> None:
+        """Stop component *name* with *sig* (SIGKILL after *timeout*); no-op if not running."""
+        c = self.components[name]
+        if c.pid is None or not pid_alive(c.pid, c.starttime):
+            c.pid, c.paused = None, False
+            self._save_state()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            if c.paused:
+                os.kill(c.pid, signal.SIGCONT)
+            os.kill(c.pid, sig)
+        deadline = time.monotonic() + timeout
+        while pid_alive(c.pid, c.starttime):
+            if time.monotonic() > deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c.pid, signal.SIGKILL)
+                deadline = time.monotonic() + timeout
+            time.sleep(0.01)
+        c.pid, c.paused = None, False
+        self._save_state()
+
+    def pause(self, name: str) -> None:
+        """Freeze *name* with SIGSTOP: its sockets stay open but nothing answers (a hang)."""
+        c = self.components[name]
+        if c.pid is None or not pid_alive(c.pid, c.starttime):
+            raise FaultError(f"cannot pause {name}: it is not running")
+        os.kill(c.pid, signal.SIGSTOP)
+        c.paused = True
+        self._save_state()
+
+    def resume(self, name: str) -> None:
+        """Undo :meth:`pause` (SIGCONT); no-op if not paused or not running."""
+        c = self.components[name]
+        if c.pid is not None and pid_alive(c.pid, c.starttime):
+            os.kill(c.pid, signal.SIGCONT)
+        c.paused = False
+        self._save_state()
+
+    def is_running(self, name: str) -> bool:
+        c = self.components[name]
+        return c.pid is not None and pid_alive(c.pid, c.starttime)
+
+    def stop(self) -> None:
+        """Stop every component, the launcher and NATS; leaves no process behind."""
+        for name, c in self.components.items():
+            if c.pid is not None and pid_alive(c.pid, c.starttime):
+                with contextlib.suppress(ProcessLookupError):
+                    if c.paused:
+                        os.kill(c.pid, signal.SIGCONT)
+                    os.kill(c.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 5
+        for name, c in self.components.items():
+            while c.pid is not None and pid_alive(c.pid, c.starttime):
+                if time.monotonic() > deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(c.pid, signal.SIGKILL)
+                time.sleep(0.01)
+            self.components[name].pid = None
+        if self.launcher_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.launcher_pid, signal.SIGTERM)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(self.launcher_pid, 0)
+            self.launcher_pid = None
+        if self.workdir.exists():
+            self._save_state()
+        self._http.close()
+
+    # -- addresses ---------------------------------------------------------------------
+    def listen_endpoint(self, name: str) -> Endpoint:
+        """The TCP endpoint component *name* listens on (HTTP, or NATS for ``nats``)."""
+        c = self.components[name]
+        s = self.spec
+        if c.role == "nats":
+            return Endpoint(host="127.0.0.1", port=s.nats_port)
+        if c.role == "controlplane":
+            return s.control_plane
+        if c.role == "gslb":
+            return s.gslb_http
+        assert c.region is not None
+        r = s.region(c.region)
+        if c.role == "app":
+            return s.instance(str(c.instance))[1].endpoint
+        ep: Endpoint = getattr(r, c.role)
+        return ep
+
+    def entry_nodes(self) -> list[str]:
+        """Names of every gateway and proxy (the nodes switchover is measured on)."""
+        return [n for n, c in self.components.items() if c.role in ("gateway", "proxy")]
+
+    def region_components(self, region: str) -> list[str]:
+        return [n for n, c in self.components.items() if c.region == region]
+
+    # -- HTTP helpers -------------------------------------------------------------------
+    def get_json(self, name: str, path: str = "/status", timeout: float = 1.0) -> dict[str, Any]:
+        """GET a component's JSON endpoint. Raises ``httpx.HTTPError`` on failure."""
+        r = self._http.get(self.listen_endpoint(name).url + path, timeout=timeout)
+        r.raise_for_status()
+        data: dict[str, Any] = r.json()
+        return data
+
+    def admin(self, name: str, body: dict[str, Any], path: str = "/admin/fault") -> dict[str, Any]:
+        """POST a fault-hook body to a component.
+
+        Raises:
+            FaultError: the component refused or could not be reached.
+        """
+        try:
+            r = self._http.post(self.listen_endpoint(name).url + path, json=body, timeout=2.0)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise FaultError(f"{name}: POST {path} {body} failed: {exc}") from exc
+        return dict(r.json()) if r.content else {}
+
+    # -- readiness -----------------------------------------------------------------------
+    def wait_ready(self, timeout: float = 30.0) -> float:
+        """Wait until every component is ready, every entry node routes to every region at
+        the control plane's version, and the GSLB answers. Returns the seconds waited.
+
+        Raises:
+            ComponentFailed: a component died, or *timeout* passed; says which and why.
+        """
+        from gameday.fedapp.readiness import wait_ready  # noqa: PLC0415  (keeps dnspython out of imports)
+
+        return wait_ready(self, timeout)
+
+    def status_table(self) -> str:
+        from gameday.fedapp.readiness import status_table  # noqa: PLC0415
+
+        return status_table(self)
+
+    # -- fault hooks (each has an exact inverse) -------------------------------------------
+    def set_broadcast_delay(self, seconds: float) -> float:
+        """Delay the control plane's version broadcasts; returns the previous delay (the inverse)."""
+        before = float(self.get_json("controlplane").get("broadcast_delay", 0.0))
+        self.admin("controlplane", {"broadcast_delay": seconds})
+        return before
+
+    def set_readyz_fault(self, name: str, body: dict[str, Any]) -> None:
+        """Fail or flap a component's ``/readyz`` (``{"readyz": "ok"}`` is the inverse)."""
+        self.admin(name, body)
+
+    def cleanup_workdir(self) -> None:
+        """Remove the work directory (only when nothing runs)."""
+        if any(c.pid is not None for c in self.components.values()):
+            raise TargetError("refusing to remove the work directory of a running federation")
+        shutil.rmtree(self.workdir, ignore_errors=True)

@@ -1,0 +1,118 @@
+"""Is the local federation ready, and what does it look like right now?"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rdatatype
+import httpx
+
+from gameday.errors import ComponentFailed
+
+if TYPE_CHECKING:
+    from gameday.fedapp.federation import LocalFederation
+
+
+def query_gslb(fed: LocalFederation, timeout: float = 0.5) -> list[str]:
+    """Ask the GSLB for the service's A records over UDP; return the addresses."""
+    q = dns.message.make_query(fed.spec.topology.fqdn, dns.rdatatype.A)
+    ep = fed.spec.gslb_dns
+    resp = dns.query.udp(q, ep.host, port=ep.port, timeout=timeout)
+    return [rr.address for rrset in resp.answer for rr in rrset if rr.rdtype == dns.rdatatype.A]
+
+
+def _not_ready(fed: LocalFederation) -> list[str]:
+    """Reasons the federation is not ready yet (empty when it is)."""
+    reasons: list[str] = []
+    for name, c in fed.components.items():
+        if c.pid is None or not fed.is_running(name):
+            raise ComponentFailed(f"{name} is not running; see {fed.logdir / (name + '.log')}")
+    regions = [r.name for r in fed.spec.regions]
+    try:
+        cp = fed.get_json("controlplane")
+    except (httpx.HTTPError, ValueError) as exc:
+        return [f"controlplane: {type(exc).__name__}"]
+    version = int(cp.get("version", 0))
+    if version <= 0:
+        reasons.append("controlplane: no version yet")
+    for name in fed.entry_nodes():
+        try:
+            st = fed.get_json(name)
+        except (httpx.HTTPError, ValueError) as exc:
+            reasons.append(f"{name}: {type(exc).__name__}")
+            continue
+        if st.get("version") != version or sorted(st.get("routable_regions", [])) != sorted(regions):
+            reasons.append(f"{name}: v{st.get('version')} routes {st.get('routable_regions')} (cp v{version})")
+    for name, c in fed.components.items():
+        if c.role in ("app", "agent", "gslb"):
+            try:
+                fed.get_json(name, "/readyz")
+            except (httpx.HTTPError, ValueError) as exc:
+                reasons.append(f"{name}: /readyz {type(exc).__name__}")
+    if not reasons:
+        try:
+            if not query_gslb(fed):
+                reasons.append("gslb: empty answer")
+        except (dns.exception.DNSException, OSError) as exc:
+            reasons.append(f"gslb: {type(exc).__name__}")
+    return reasons
+
+
+def wait_ready(fed: LocalFederation, timeout: float) -> float:
+    """Poll until :func:`_not_ready` is empty; return seconds waited.
+
+    Raises:
+        ComponentFailed: a component died or *timeout* passed (with the reasons).
+    """
+    t0 = time.monotonic()
+    reasons: list[str] = ["not checked"]
+    while True:
+        reasons = _not_ready(fed)
+        if not reasons:
+            return time.monotonic() - t0
+        if time.monotonic() - t0 > timeout:
+            raise ComponentFailed(
+                f"federation not ready after {timeout} s: " + "; ".join(reasons[:8])
+                + f" (logs in {fed.logdir})"
+            )
+        time.sleep(0.05)
+
+
+def _get(fed: LocalFederation, name: str) -> dict[str, Any]:
+    try:
+        return fed.get_json(name)
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def status_table(fed: LocalFederation) -> str:
+    """A plain-text table of regions, addresses, health and versions."""
+    cp = _get(fed, "controlplane")
+    gslb = _get(fed, "gslb")
+    s = fed.spec
+    lines = [
+        f"federation {s.topology.name} (run {s.run_id})  zone {s.topology.zone}  "
+        f"service {s.topology.fqdn}",
+        f"  NATS {s.nats_url}   control plane {s.control_plane.url} v{cp.get('version', '?')} "
+        f"({cp.get('state_mode', '?')})   GSLB dns {s.gslb_dns.host}:{s.gslb_dns.port} udp+tcp",
+        "",
+        f"  {'region':<8} {'weight':>6} {'gateway':<22} {'routable':<9} {'instances':<10} "
+        f"{'gw ver':>6} {'proxy ver':>9} {'dns':<8}",
+    ]
+    gregions = gslb.get("regions", {})
+    for r in s.regions:
+        gw = _get(fed, f"gateway-{r.name}")
+        px = _get(fed, f"proxy-{r.name}")
+        ready = gw.get("local_ready", [])
+        routable = "yes" if r.name in px.get("routable_regions", []) else "NO"
+        dns_state = "healthy" if gregions.get(r.name, {}).get("healthy") else "out"
+        lines.append(
+            f"  {r.name:<8} {r.weight:>6g} {r.gateway.host + ':' + str(r.gateway.port):<22} {routable:<9} "
+            f"{len(ready)}/{len(r.instances):<8} {gw.get('version', '-')!s:>6} {px.get('version', '-')!s:>9} "
+            f"{dns_state:<8}"
+        )
+    return "\n".join(lines)

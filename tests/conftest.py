@@ -1,0 +1,94 @@
+"""Shared fixtures for gameday's own tests: a real nats-server and component processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
+from gameday.fedapp.plan import plan_federation
+from gameday.fedapp.spec import FederationSpec
+from gameday.topology import load_topology, parse_topology
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> FederationSpec:
+    """A planned (not started) federation spec of the default topology, written to tmp_path."""
+    s = plan_federation(load_topology(), tmp_path)
+    s.dump(tmp_path / "spec.json")
+    return s
+
+
+@pytest.fixture
+def make_spec(tmp_path: Path) -> Callable[..., FederationSpec]:
+    """Plan a spec from the default topology with top-level overrides (e.g. timing={...})."""
+
+    def _make(**overrides: Any) -> FederationSpec:
+        base = load_topology().model_dump()
+        for k, v in overrides.items():
+            if isinstance(v, dict) and isinstance(base.get(k), dict):
+                base[k] = {**base[k], **v}
+            else:
+                base[k] = v
+        s = plan_federation(parse_topology(base, "<test>"), tmp_path)
+        s.dump(tmp_path / "spec.json")
+        return s
+
+    return _make
+
+
+@pytest.fixture
+def nats_server(spec: FederationSpec, tmp_path: Path) -> Iterator[FederationSpec]:
+    """A real JetStream nats-server on the spec's NATS port; yields the spec."""
+    log = tmp_path / "nats.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            nats_server_argv("127.0.0.1", spec.nats_port, tmp_path / "js"), stdout=out, stderr=out
+        )
+    try:
+        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc, log)
+        yield spec
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def component(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start component processes (``python -m gameday.fedapp ROLE``); all are stopped at the end.
+
+    Call as ``component("gateway", region="a")``; stderr goes to tmp_path/<role>-<id>.log.
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def _start(role: str, region: str | None = None, instance: str | None = None) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-m", "gameday.fedapp", role, "--spec", str(tmp_path / "spec.json")]
+        if region:
+            argv += ["--region", region]
+        if instance:
+            argv += ["--instance", instance]
+        log = tmp_path / f"{role}-{region or instance or 'global'}.log"
+        with log.open("ab") as out:
+            p = subprocess.Popen(argv, stdout=out, stderr=out, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        procs.append(p)
+        return p
+
+    try:
+        yield _start
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
