@@ -1,1 +1,178 @@
-"""pytest plugin entry point (options, markers, fixtures wiring)."""
+"""gameday's pytest plugin: options, markers and fixtures. The logic lives below it.
+
+Fixtures: ``gameday_settings``, ``slo``, ``federation`` (session), ``load``, ``drill``.
+Markers: ``gameday`` (a destructive drill), ``conformance(rule)`` (a non-destructive
+check of one DESIGN.md rule).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gameday import session as gsession
+from gameday.errors import ConfigError
+from gameday.settings import OPTIONS, SLO, OptionSpec, Settings, resolve
+
+SETTINGS_KEY = pytest.StashKey[Settings]()
+STATE_KEY = pytest.StashKey[gsession.SessionState]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gameday", "gameday: failover game days and conformance checks")
+    for opt in OPTIONS:
+        flag = f"--gameday-{opt.name}"
+        ini = opt.dest
+        if opt.flag:
+            group.addoption(flag, action="store_true", default=None, dest=opt.dest,
+                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+            parser.addini(ini, opt.help, type="bool", default=None)
+        elif opt.name == "allow-context":
+            group.addoption(flag, action="append", default=None, dest=opt.dest, metavar="GLOB",
+                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+            parser.addini(ini, opt.help, type="linelist", default=[])
+        else:
+            group.addoption(flag, action="store", default=None, dest=opt.dest,
+                            metavar=opt.name.split("-")[-1].upper(), choices=opt.choices,
+                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+            parser.addini(ini, opt.help, default=None)
+
+
+def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
+    """CLI beats ini beats environment."""
+    v = config.getoption(opt.dest)
+    if v is not None:
+        return v, "command line"
+    ini = config.getini(opt.dest)
+    if ini not in (None, "", []):
+        return ini, f"ini {opt.dest}"
+    env = os.environ.get(opt.env)
+    if env is not None:
+        return env, f"environment {opt.env}"
+    return None, "default"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "gameday: a destructive drill - breaks the federation on purpose and restores it "
+        "(needs the `drill` fixture; never runs concurrently with another drill on the same federation)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "conformance(rule, title=''): a non-destructive (or self-restoring) check of one DESIGN.md rule, "
+        "e.g. conformance('R2', 'a 1-2 probe blip moves no traffic'); summarised at the end of the run",
+    )
+    try:
+        settings = resolve(lambda opt: _raw_option(config, opt))
+    except ConfigError as exc:
+        raise pytest.UsageError(f"gameday: {exc}") from exc
+    # Workers of pytest-xdist must share the controller's seed so picks are reproducible.
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is not None and "gameday_seed" in worker_input:
+        settings = gsession.with_seed(settings, int(worker_input["gameday_seed"]))
+    config.stash[SETTINGS_KEY] = settings
+    state = gsession.SessionState(settings)
+    gsession.prepare(config, state)
+    config.stash[STATE_KEY] = state
+    gsession.install_sigterm_handler(state)
+
+
+def pytest_configure_node(node: Any) -> None:  # pytest-xdist hook (only called when xdist is active)
+    node.workerinput["gameday_seed"] = node.config.stash[SETTINGS_KEY].seed
+    node.workerinput["gameday_run_dir"] = str(node.config.stash[STATE_KEY].run_dir)
+
+
+pytest_configure_node.optionalhook = True  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        gsession.uninstall_sigterm_handler(state)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    s = config.stash[SETTINGS_KEY]
+    topo = s.topology or "clusters/local.yaml (default)"
+    how = "given" if s.seed_was_given else "random; reproduce with"
+    return [f"gameday: target={s.target} topology={topo} seed={s.seed} ({how} --gameday-seed={s.seed}) "
+            f"rounds={s.rounds}"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    rounds = metafunc.config.stash[SETTINGS_KEY].rounds
+    if rounds > 1 and "drill" in metafunc.fixturenames:
+        metafunc.parametrize("gameday_round", range(rounds), indirect=True,
+                             ids=[f"round{i + 1}" for i in range(rounds)])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    gsession.annotate_report(item, report)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    gsession.terminal_summary(terminalreporter, config.stash[STATE_KEY])
+
+
+# -- fixtures ------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def gameday_settings(pytestconfig: pytest.Config) -> Settings:
+    """The resolved ``--gameday-*`` settings (CLI > ini > environment > defaults)."""
+    return pytestconfig.stash[SETTINGS_KEY]
+
+
+@pytest.fixture
+def slo(gameday_settings: Settings) -> SLO:
+    """The service-level objectives drills are judged by (switchover limit, error ratio, ...)."""
+    return gameday_settings.slo
+
+
+@pytest.fixture(scope="session")
+def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The target federation, up and deployed for the whole session, torn down at the end.
+
+    One per pytest-xdist worker (each on its own free ports), so two drills never
+    break the same federation at the same time. Yields a
+    :class:`gameday.targets.base.Target`.
+    """
+    state = pytestconfig.stash[STATE_KEY]
+    with gsession.federation(pytestconfig, state) as target:
+        yield target
+
+
+@pytest.fixture
+def gameday_round(request: pytest.FixtureRequest) -> int:
+    """Index of the current round (``--gameday-rounds N`` repeats each drill N times)."""
+    return int(getattr(request, "param", 0))
+
+
+@pytest.fixture
+def load(federation: Any, pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Real locust load against the GSLB service name for the duration of the test.
+
+    Yields a :class:`gameday.load.runner.LoadRunner` (its ``records`` are the requests).
+    """
+    with gsession.load(pytestconfig, pytestconfig.stash[STATE_KEY], federation, request.node) as runner:
+        yield runner
+
+
+@pytest.fixture
+def drill(federation: Any, pytestconfig: pytest.Config, request: pytest.FixtureRequest,
+          gameday_round: int) -> Iterator[Any]:
+    """A drill on the session federation: seeded region picks, faults that always restore,
+    observers at 10 Hz, and results whose ``assert_*`` methods judge the SLOs.
+
+    Uses the ``load`` fixture's runner when the test also requests ``load``.
+    """
+    runner = request.getfixturevalue("load") if "load" in request.fixturenames else None
+    with gsession.drill(pytestconfig, pytestconfig.stash[STATE_KEY], federation, request.node,
+                        runner, gameday_round) as d:
+        yield d
+

@@ -1,0 +1,312 @@
+"""Drill orchestration: steady state, inject, observe, always restore, steady state again.
+
+A game day reads like article 000's::
+
+    region = drill.pick_region()                      # seeded, recorded
+    with drill.fault("gateway_down", region) as fault:
+        result = drill.observe_switchover(fault)
+    result.assert_switchover_under()
+
+The fault is written to the ledger before it is injected and reverted on every way out
+of the ``with`` block (normal exit, assertion failure, Ctrl-C, SIGTERM); a stop
+condition reverts it early and aborts the drill.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from gameday.errors import DrillAborted, FaultError, RestoreIncomplete
+from gameday.faults import CATALOGUE, Ledger, check_fault
+from gameday.load.runner import LoadRunner
+from gameday.observers.observer import Observer
+from gameday.settings import Settings
+from gameday.targets.base import Target
+from gameday.timeline import FaultWindow, NodeObs, Timeline
+from gameday.verdicts.result import DrillResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ActiveFault:
+    """A fault in effect: its window on the timeline and the result being recorded."""
+
+    window: FaultWindow
+    result: DrillResult
+    observer: Observer
+    ledger_id: str
+    reverted: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def region(self) -> str | None:
+        return self.window.region
+
+
+class Drill:
+    """One test's drill: seeded region picks, faults, observers, results."""
+
+    def __init__(
+        self,
+        target: Target,
+        settings: Settings,
+        *,
+        seed_key: str,
+        ledger: Ledger,
+        offered: float,
+        margin: float,
+        load: LoadRunner | None = None,
+        progress: Callable[[str], None] | None = None,
+        round_index: int = 0,
+        dns_ttl: float = 5.0,
+    ) -> None:
+        self.target = target
+        self.settings = settings
+        self.slo = settings.slo
+        self.ledger = ledger
+        self.load = load
+        self.offered = offered
+        self.margin = margin
+        self.progress = progress or (lambda s: None)
+        self.round = round_index
+        self.dns_ttl = dns_ttl
+        self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
+        self.picks: list[str] = []
+        self.results: list[DrillResult] = []
+        self.active: ActiveFault | None = None
+        self._regions = target.regions()
+        self._last_progress = 0.0
+        self._breach_since: float | None = None
+
+    # -- choices --------------------------------------------------------------------------
+    @property
+    def region_names(self) -> list[str]:
+        return [r.name for r in self._regions]
+
+    def pick_region(self, exclude: tuple[str, ...] | list[str] = ()) -> str:
+        """Pick a region at random from the seeded generator; the pick is recorded."""
+        choices = [r for r in self.region_names if r not in exclude]
+        if not choices:
+            raise FaultError(f"no region left to pick (all of {self.region_names} excluded)")
+        region = self.rng.choice(choices)
+        self.picks.append(region)
+        log.info("picked region %s (seed %s, round %s)", region, self.settings.seed, self.round)
+        return region
+
+    # -- the fault ---------------------------------------------------------------------------
+    @contextmanager
+    def fault(self, kind: str, region: str | None = None, *, baseline: float = 1.0,
+              restore_timeout: float = 60.0, **params: Any) -> Iterator[ActiveFault]:
+        """Inject *kind* (on *region*) for the duration of the block, then restore.
+
+        Args:
+            baseline: seconds of steady state observed before injecting.
+            restore_timeout: seconds to wait for steady state after the revert.
+            params: the fault's parameters (see :mod:`gameday.faults.catalogue`).
+
+        Raises:
+            ConfigError: the fault request is invalid (nothing injected).
+            TargetUnreachable: the federation is not healthy (nothing injected).
+            DrillAborted: a stop condition reverted the fault early.
+            RestoreIncomplete: the revert failed; the ledger keeps the entry.
+        """
+        fk = check_fault(kind, region, params, self.region_names)
+        self.target.check_health(timeout=15)
+        ep = self.target.endpoints()
+        tl = Timeline(t0=time.monotonic())
+        for _ in self.target.alarm_lines():  # only alarms raised from now on count
+            pass
+        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
+                            request_source=self.load.poll if self.load else None, on_tick=self._on_tick)
+        lost = (region,) if fk.takes_region_out and region else ()
+        survivors = tuple(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
+        observer.start()
+        active: ActiveFault | None = None
+        try:
+            self._phase = "baseline"
+            tl.mark(time.monotonic(), "baseline")
+            time.sleep(baseline)
+            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
+            self._phase = "inject"
+            t_call = time.monotonic()
+            tl.mark(t_call, "inject_call", f"{kind} {region or ''}".strip())
+            try:
+                self.target.inject(kind, region, params)
+            finally:
+                t_fault = time.monotonic()
+                tl.mark(t_fault, "fault", f"{kind} {region or ''}".strip())
+                self.ledger.update_params(entry.id, params)
+            window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
+            result = DrillResult(
+                fault=window, timeline=tl, slo=self.slo, survivors=survivors,
+                capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
+                margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
+            )
+            active = ActiveFault(window, result, observer, entry.id)
+            self.active = active
+            self._phase = "observe"
+            yield active
+        finally:
+            try:
+                if active is not None:
+                    self._revert(active, reason=None)
+                    self._phase = "restore"
+                    self._wait_restored(active, restore_timeout)
+                    time.sleep(0.3)  # a short tail after steady state, for the timeline
+            finally:
+                observer.stop()
+                self.active = None
+                self._phase = "done"
+                if active is not None:
+                    self.results.append(active.result)
+        if observer.error is not None:
+            raise FaultError(f"observer failed during the drill: {observer.error!r}") from observer.error
+        if active is not None and active.window.aborted:
+            raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
+
+    def _revert(self, active: ActiveFault, reason: str | None) -> None:
+        """Revert exactly once (from the test thread, or early from a stop condition)."""
+        with active.lock:
+            if active.reverted:
+                return
+            w = active.window
+            try:
+                self.target.revert(w.kind, w.region, w.params)
+            except Exception as exc:
+                raise RestoreIncomplete(
+                    f"reverting {w.kind} {w.region or ''} failed; the ledger keeps it: run `gameday restore`"
+                ) from exc
+            w.t_revert = time.monotonic()
+            active.result.timeline.mark(w.t_revert, "revert", reason or "")
+            active.reverted = True
+            if reason:
+                w.aborted = reason
+            self.ledger.remove(active.ledger_id)
+
+    def _wait_restored(self, active: ActiveFault, timeout: float) -> None:
+        """Wait until every entry node routes to every region again; record ``t_restored``."""
+        regions = set(self.region_names)
+        nodes = set(self.target.endpoints().entry_nodes)
+        deadline = time.monotonic() + timeout
+        w = active.window
+        assert w.t_revert is not None
+        while time.monotonic() < deadline:
+            latest: dict[str, NodeObs] = {}
+            for o in active.result.timeline.copy().nodes:
+                if o.t > w.t_revert:
+                    latest[o.node] = o
+            if set(latest) == nodes and all(o.ok and set(o.routable) == regions for o in latest.values()):
+                w.t_restored = max(o.t for o in latest.values())
+                active.result.timeline.mark(w.t_restored, "restored")
+                return
+            time.sleep(0.1)
+        raise FaultError(
+            f"after reverting {w.kind} {w.region or ''} the federation did not return to steady state "
+            f"within {timeout:g} s (every entry node routing to {sorted(regions)})")
+
+    # -- observing -------------------------------------------------------------------------------
+    def observe_switchover(self, fault: ActiveFault, timeout: float | None = None) -> DrillResult:
+        """Watch until switchover, DNS convergence and client recovery are all measured,
+        or *timeout* seconds pass (default: switchover SLO + TTL + recovery window + 5 s).
+
+        Returns the result; its ``assert_*`` methods judge it. Raises DrillAborted if a
+        stop condition fired.
+        """
+        res = fault.result
+        if fault.region is None or not CATALOGUE[fault.window.kind].takes_region_out:
+            raise FaultError(f"{fault.window.kind} removes no region; use drill.observe(fault, seconds)")
+        timeout = timeout if timeout is not None else (
+            self.slo.switchover_limit + self.dns_ttl + self.slo.recovery_window + 5)
+        deadline = fault.window.t_fault + timeout
+        last_full = 0.0
+        while time.monotonic() < deadline:
+            self._check(fault)
+            if res.switchover().value is not None and time.monotonic() - last_full > 0.5:
+                last_full = time.monotonic()
+                done = res.dns_convergence().value is not None
+                if done and self.load is not None:
+                    done = res.client_recovery().value is not None
+                if done:
+                    break
+            time.sleep(0.1)
+        self._check(fault)
+        return res
+
+    def observe(self, fault: ActiveFault, seconds: float) -> DrillResult:
+        """Watch the fault for *seconds* (for faults that remove no region)."""
+        end = fault.window.t_fault + seconds
+        while time.monotonic() < end:
+            self._check(fault)
+            time.sleep(0.1)
+        self._check(fault)
+        return fault.result
+
+    def _check(self, fault: ActiveFault) -> None:
+        if fault.window.aborted:
+            raise DrillAborted(f"stop condition: {fault.window.aborted}")
+        if fault.observer.error is not None:
+            raise FaultError(f"observer failed: {fault.observer.error!r}") from fault.observer.error
+
+    # -- per tick (observer thread): stop conditions and the progress line ------------------------
+    _phase = "idle"
+
+    def _on_tick(self, now: float) -> None:
+        active = self.active
+        ratio, n = self._recent_error_ratio(active, now)
+        if active is not None and not active.reverted:
+            self._stop_condition(active, now, ratio, n)
+        if now - self._last_progress >= 0.5:
+            self._last_progress = now
+            self.progress(self._progress_line(active, now, ratio))
+
+    def _recent_error_ratio(self, active: ActiveFault | None, now: float) -> tuple[float, int]:
+        if active is None:
+            return 0.0, 0
+        reqs = active.result.timeline.requests[-2000:]
+        recent = [r for r in reqs if now - 1.0 <= r.t + r.latency <= now]
+        if not recent:
+            return 0.0, 0
+        return sum(r.failed for r in recent) / len(recent), len(recent)
+
+    def _stop_condition(self, active: ActiveFault, now: float, ratio: float, n: int) -> None:
+        if n == 0 or ratio <= self.slo.stop_error_ratio:
+            self._breach_since = None
+            return
+        if self._breach_since is None:
+            self._breach_since = now
+            return
+        if now - self._breach_since >= self.slo.stop_after:
+            reason = (f"client error ratio {ratio:.0%} above {self.slo.stop_error_ratio:.0%} for "
+                      f"{now - self._breach_since:.1f} s (stop after {self.slo.stop_after:g} s)")
+            active.result.timeline.mark(now, "stop_condition", reason)
+            try:
+                self._revert(active, reason)
+            except RestoreIncomplete:
+                log.exception("stop condition could not revert")
+
+    def _progress_line(self, active: ActiveFault | None, now: float, ratio: float) -> str:
+        if active is None:
+            return f"[gameday] {self._phase}"
+        w = active.window
+        tl = active.result.timeline
+        parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+6.1f}s"]
+        if w.region is not None:
+            dns_recent = tl.dns[-5:]
+            parts.append("dns converged" if dns_recent and all(w.region not in d.regions for d in dns_recent)
+                         else f"dns still answers {w.region}")
+            latest: dict[str, NodeObs] = {}
+            for o in tl.nodes[-60:]:
+                latest[o.node] = o
+            surv = [latest[n] for n in active.result.survivors if n in latest]
+            moved = sum(1 for o in surv if o.ok and w.region not in o.routable)
+            parts.append(f"entry nodes switched {moved}/{len(active.result.survivors)}")
+        parts.append(f"client errors {ratio:.1%}")
+        return "  ".join(parts)

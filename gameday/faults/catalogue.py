@@ -1,0 +1,72 @@
+"""The fault catalogue: every fault a drill can inject, and what it takes out.
+
+Each fault is an action with an exact inverse; the target knows how to do both.
+
+==================  ==========  ====================================================
+kind                region?     effect (local target)
+==================  ==========  ====================================================
+gateway_down        yes         the region's gateway process is stopped (SIGTERM);
+                                revert starts it again on the same address and port
+gateway_hung        yes         the gateway is frozen (SIGSTOP): connections hang;
+                                revert SIGCONT
+region_blackhole    yes         every process of the region is frozen: nothing in or
+                                out answers ("pulling the cable"); revert SIGCONT
+control_plane_down  no          the control plane is stopped; revert starts it
+bus_down            no          nats-server is stopped; revert starts it (JetStream
+                                state on disk survives)
+sync_delay          no          the control plane holds each broadcast back
+                                ``seconds`` (param); revert restores the old delay
+probe_flap          yes         the region gateway's /readyz fails ``down`` s out of
+                                every ``period`` s (params); revert makes it healthy
+==================  ==========  ====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gameday.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class FaultKind:
+    name: str
+    needs_region: bool
+    takes_region_out: bool
+    """True when the fault removes its region from service (switchover is measured)."""
+    params: tuple[str, ...] = ()
+
+
+CATALOGUE: dict[str, FaultKind] = {
+    k.name: k
+    for k in (
+        FaultKind("gateway_down", True, True),
+        FaultKind("gateway_hung", True, True),
+        FaultKind("region_blackhole", True, True),
+        FaultKind("control_plane_down", False, False),
+        FaultKind("bus_down", False, False),
+        FaultKind("sync_delay", False, False, ("seconds",)),
+        FaultKind("probe_flap", True, False, ("period", "down")),
+    )
+}
+
+
+def check_fault(kind: str, region: str | None, params: dict[str, object], regions: list[str]) -> FaultKind:
+    """Validate a fault request before anything is injected.
+
+    Raises:
+        ConfigError: unknown kind, missing/extra region, unknown region or parameter.
+    """
+    fk = CATALOGUE.get(kind)
+    if fk is None:
+        raise ConfigError(f"fault {kind!r}: unknown; expected one of {', '.join(sorted(CATALOGUE))}")
+    if fk.needs_region and region is None:
+        raise ConfigError(f"fault {kind!r} needs a region (one of {', '.join(regions)})")
+    if not fk.needs_region and region is not None:
+        raise ConfigError(f"fault {kind!r} takes no region, got {region!r}")
+    if region is not None and region not in regions:
+        raise ConfigError(f"fault {kind!r}: region {region!r} not in the topology ({', '.join(regions)})")
+    unknown = set(params) - set(fk.params)
+    if unknown:
+        raise ConfigError(f"fault {kind!r}: unknown parameter(s) {sorted(unknown)}; expected {list(fk.params)}")
+    return fk

@@ -1,0 +1,200 @@
+"""A region's local proxy: the east-west entry node (R4, R6).
+
+``/call/<path>`` forwards ``/<path>`` (query string kept) nearest-first by the proxy's
+snapshot replica:
+
+1. the local instances the snapshot marks healthy, directly, round-robin;
+2. then the routable remote regions ordered by distance (|index difference|, ties
+   by name), through their gateways with ``X-Gameday-Hop: 1``.
+
+Targets that just failed are skipped for ``fall x probe_interval`` (long enough for
+the region agent to report them and the snapshot to drop them); at most two targets
+are tried within ``request_budget``. With no snapshot yet (version 0) the spec stands
+in: every local instance, then every other region.
+
+The replica is kept by a :class:`Follower` pulling only diffs after the first full
+copy (R4), which is also the stale-snapshot detector (R6). ``POST /admin/fault``
+passes ``drop_broadcasts`` / ``never_refresh`` to it, and takes ``readyz`` hooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+from aiohttp import web
+
+from gameday.fedapp.common import JsonLog, ReadyzFault, json_response, read_json, render_metrics, start_http
+from gameday.fedapp.follower import Follower
+from gameday.fedapp.forward import (
+    Forwarder,
+    Outcome,
+    Target,
+    by_distance,
+    failure,
+    follow,
+    gateway_target,
+    relay,
+    run_until_stopped,
+)
+from gameday.fedapp.snapshot import healthy_instances
+from gameday.fedapp.spec import FederationSpec, RegionSpec
+from gameday.fedapp.wire import Json
+
+_HELP = {
+    "gameday_proxy_requests_total": "Calls routed by the proxy",
+    "gameday_proxy_retries_total": "Second attempts after a failed first attempt",
+    "gameday_proxy_errors_total": "Calls the proxy itself answered with 502/503",
+    "gameday_proxy_upstream_seconds": "Duration of upstream attempts",
+}
+
+
+class Proxy:
+    """One region's local proxy: routing table, routing and handlers."""
+
+    def __init__(self, spec: FederationSpec, region: RegionSpec, log: JsonLog) -> None:
+        self.spec = spec
+        self.region = region
+        self.timing = spec.topology.timing
+        self.log = log
+        self.follower = Follower(
+            run_id=spec.run_id, node=f"proxy-{region.name}", regions=[r.name for r in spec.regions],
+            stale_after=self.timing.stale_after, log=log, on_change=self.rebuild,
+        )
+        self.forwarder = Forwarder(log=log)
+        self.ready_fault = ReadyzFault()
+        self.local: list[Target] = []
+        self.remote: list[Target] = []
+        self.ejected_until: dict[Target, float] = {}
+        self.cooldown = self.timing.fall * self.timing.probe_interval
+        self._rr = itertools.count()
+        self.requests_total = 0
+        self.errors_total = 0
+        self.rebuild()
+
+    # -- routing table --------------------------------------------------------------
+    def rebuild(self) -> None:
+        """Recompute the nearest-first table from the replica (called on every applied diff)."""
+        replica = self.follower.replica
+        by_name = {i.name: i for i in self.region.instances}
+        if replica.version > 0:
+            names = [n for n in healthy_instances(replica.entries, self.region.name) if n in by_name]
+            regions = self.follower.routable
+        else:
+            names = sorted(by_name)
+            regions = [r.name for r in self.spec.regions]
+        self.local = [Target(region=self.region.name, instance=n, url=by_name[n].endpoint.url) for n in names]
+        others = by_distance(self.spec, self.region, [r for r in regions if r != self.region.name])
+        self.remote = [gateway_target(r) for r in others]
+
+    def candidates(self) -> list[Target]:
+        """Targets for one call, best first, recently failed ones left out (unless nothing is left)."""
+        local = self.local
+        if len(local) > 1:
+            k = next(self._rr) % len(local)
+            local = local[k:] + local[:k]
+        table = [*local, *self.remote]
+        now = time.monotonic()
+        usable = [t for t in table if self.ejected_until.get(t, 0.0) <= now]
+        return usable or table
+
+    def _failed(self, out: Outcome) -> None:
+        self.ejected_until[out.target] = time.monotonic() + self.cooldown
+        self.log("target_failed", target=out.target.label, status=out.status, error=out.error,
+                 skip_s=self.cooldown)
+
+    async def call(self, request: web.Request) -> web.Response:
+        self.requests_total += 1
+        version = self.follower.replica.version
+        qs = request.query_string
+        path_qs = "/" + request.match_info["tail"] + (f"?{qs}" if qs else "")
+        cands = self.candidates()
+        if not cands:
+            self.errors_total += 1
+            return failure(503, "no route: no healthy local instance and no routable region", version, [],
+                           region=self.region.name)
+        served, attempts = await self.forwarder.forward(cands, request, path_qs, self.timing.request_budget,
+                                                        self._failed)
+        if served is None:
+            self.errors_total += 1
+            return failure(502, "all upstream attempts failed", version, attempts, region=self.region.name)
+        return relay(served, version)
+
+    # -- own endpoints --------------------------------------------------------------
+    async def livez(self, _: web.Request) -> web.Response:
+        return json_response({"live": True})
+
+    async def readyz(self, _: web.Request) -> web.Response:
+        if self.ready_fault.failing():
+            return json_response({"ready": False}, status=503)
+        return json_response({"ready": True})
+
+    def routing_table(self) -> list[Json]:
+        now = time.monotonic()
+        return [
+            {"region": t.region, "instance": t.instance, "via": "gateway" if t.via_gateway else "direct",
+             "distance": abs(self.spec.region(t.region).index - self.region.index),
+             "skipped": self.ejected_until.get(t, 0.0) > now}
+            for t in [*self.local, *self.remote]
+        ]
+
+    async def status(self, _: web.Request) -> web.Response:
+        return json_response({
+            "role": "proxy",
+            "region": self.region.name,
+            **self.follower.status(),
+            "routing_table": self.routing_table(),
+            "requests_total": self.requests_total,
+            "retries_total": self.forwarder.retries_total,
+            "errors_total": self.errors_total,
+        })
+
+    async def metrics(self, _: web.Request) -> web.Response:
+        lab = f'region="{self.region.name}"'
+        samples = [
+            *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
+            ("gameday_proxy_requests_total", lab, self.requests_total),
+            ("gameday_proxy_retries_total", lab, self.forwarder.retries_total),
+            ("gameday_proxy_errors_total", lab, self.errors_total),
+        ]
+        text = render_metrics(samples, _HELP, {"gameday_proxy_upstream_seconds": self.forwarder.latency})
+        return web.Response(text=text, content_type="text/plain")
+
+    async def fault(self, request: web.Request) -> web.Response:
+        body = await read_json(request)
+        try:
+            self.ready_fault.configure(body)
+        except ValueError as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from exc
+        self.follower.configure(body)
+        self.log("fault", **body)
+        return json_response({"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]})
+
+    def web_app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/livez", self.livez)
+        app.router.add_get("/readyz", self.readyz)
+        app.router.add_get("/status", self.status)
+        app.router.add_get("/metrics", self.metrics)
+        app.router.add_post("/admin/fault", self.fault)
+        app.router.add_route("*", "/call/{tail:.*}", self.call)
+        return app
+
+
+async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:
+    """Run the local proxy of *region* until *stop* is set."""
+    if not region:
+        raise SystemExit("proxy: --region is required")
+    reg = spec.region(region)
+    log = JsonLog(f"proxy-{region}")
+    px = Proxy(spec, reg, log)
+    await px.forwarder.start()
+    runner = await start_http(px.web_app(), reg.proxy.host, reg.proxy.port)
+    log("started", endpoint=reg.proxy.url)
+    try:
+        await run_until_stopped(stop, asyncio.create_task(follow(spec, px.follower, log, stop)))
+    finally:
+        await runner.cleanup()
+        await px.forwarder.close()
+        log("stopped")

@@ -1,0 +1,1 @@
+"""Load: real locust load in subprocesses, read back as request records."""

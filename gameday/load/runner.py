@@ -1,0 +1,168 @@
+"""Real load with locust, run in separate processes and read back as request records.
+
+locust is never imported here (it monkey-patches the interpreter with gevent on
+import); it runs headless in its own process - or as a master with N workers, the
+way users scale it across machines - and each process appends JSON lines that
+:meth:`LoadRunner.poll` turns into :class:`~gameday.timeline.RequestRec`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+
+from gameday.errors import LoadError
+from gameday.fedapp.plan import free_port
+from gameday.targets.base import Endpoints
+from gameday.timeline import RequestRec
+
+BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+
+
+class LoadRunner:
+    """A bounded locust run against a federation's service name."""
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        *,
+        users: int,
+        rate: float,
+        workdir: Path,
+        locustfile: Path | None = None,
+        workers: int = 0,
+        max_seconds: float = 900.0,
+        timeout: float = 1.0,
+    ) -> None:
+        """
+        Args:
+            endpoints: where the GSLB and gateways are.
+            users: simulated clients; each resolves and caches the service name by TTL.
+            rate: offered requests/s across all users (constant throughput).
+            workdir: where records and locust's log go.
+            locustfile: a user-supplied locustfile (default: the built-in user).
+            workers: 0 for a single process, N for a master with N workers.
+            max_seconds: hard bound on the run (locust --run-time); the runner stops
+                earlier when :meth:`stop` is called.
+            timeout: per-request timeout, seconds.
+        """
+        self.endpoints = endpoints
+        self.users = users
+        self.rate = rate
+        self.workdir = workdir
+        self.records_dir = workdir / "records"
+        self.locustfile = locustfile or BUILTIN_LOCUSTFILE
+        self.workers = workers
+        self.max_seconds = max_seconds
+        self.timeout = timeout
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self._offsets: dict[Path, int] = {}
+        self.started_at: float | None = None
+        self.records: list[RequestRec] = []
+
+    def _env(self) -> dict[str, str]:
+        host, port = self.endpoints.dns_server
+        return {
+            **os.environ,
+            "GAMEDAY_DNS": f"{host}:{port}",
+            "GAMEDAY_FQDN": self.endpoints.fqdn,
+            "GAMEDAY_PORT": str(self.endpoints.gateway_port),
+            "GAMEDAY_USER_RATE": str(self.rate / self.users),
+            "GAMEDAY_RECORDS": str(self.records_dir),
+            "GAMEDAY_TIMEOUT": str(self.timeout),
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _argv(self, *extra: str) -> list[str]:
+        return [sys.executable, "-m", "locust", "-f", str(self.locustfile), "--headless",
+                "-u", str(self.users), "-r", str(max(self.users, 1)), "-t", f"{int(self.max_seconds)}s",
+                "--only-summary", "--stop-timeout", "2", "-H", "http://gameday.invalid", *extra]
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start locust and wait until the first requests are recorded.
+
+        Raises:
+            LoadError: locust exited or recorded nothing within *timeout* seconds.
+        """
+        self.records_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.workdir / "locust.log").open("ab")
+        env = self._env()
+        if self.workers <= 0:
+            argvs = [self._argv()]
+        else:
+            port = free_port()
+            argvs = [self._argv("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                                "--expect-workers", str(self.workers))]
+            argvs += [[sys.executable, "-m", "locust", "-f", str(self.locustfile), "--worker",
+                       "--master-host", "127.0.0.1", "--master-port", str(port)]] * self.workers
+        try:
+            for argv in argvs:
+                # Own session: a Ctrl-C on the terminal reaches pytest, which stops us in order.
+                self.procs.append(subprocess.Popen(argv, stdout=log, stderr=log, env=env,
+                                                   start_new_session=True, cwd=self.workdir))
+        finally:
+            log.close()
+        self.started_at = time.monotonic()
+        deadline = self.started_at + timeout
+        while not self.poll():
+            dead = [p for p in self.procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                self.stop()
+                why = f"exited with code {dead[0].returncode}" if dead else f"recorded nothing in {timeout:g} s"
+                raise LoadError(f"locust {why}; see {self.workdir / 'locust.log'}")
+            time.sleep(0.1)
+
+    def poll(self) -> list[RequestRec]:
+        """Read requests recorded since the last call (also kept in :attr:`records`)."""
+        new: list[RequestRec] = []
+        for path in sorted(self.records_dir.glob("requests-*.jsonl")):
+            off = self._offsets.get(path, 0)
+            with path.open("rb") as fh:
+                fh.seek(off)
+                data = fh.read()
+            end = data.rfind(b"\n") + 1
+            self._offsets[path] = off + end
+            for line in data[:end].splitlines():
+                try:
+                    d = json.loads(line)
+                    new.append(RequestRec(t=float(d["t"]), status=int(d["s"]), latency=float(d["l"]),
+                                          region=d.get("r"), error=d.get("e")))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a user locustfile may write other lines; they are not ours
+        self.records.extend(new)
+        return new
+
+    def achieved_rate(self, start: float, end: float) -> float:
+        """Requests/s sent in [start, end]."""
+        n = sum(1 for r in self.records if start <= r.t < end)
+        return n / (end - start) if end > start else 0.0
+
+    def stop(self) -> None:
+        """Stop every locust process (SIGTERM, then SIGKILL after 10 s) and read the rest."""
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        self.procs.clear()
+        if self.records_dir.exists():
+            self.poll()
+
+    def __enter__(self) -> LoadRunner:
+        self.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

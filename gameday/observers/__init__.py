@@ -1,0 +1,1 @@
+"""Observers: the federation watched at 10 Hz onto one timeline."""

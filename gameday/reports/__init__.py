@@ -1,0 +1,1 @@
+"""Reports: verdict tables, timeline plots, Allure attachments."""

@@ -1,0 +1,108 @@
+"""Plain-text tables: drill verdicts, per-round statistics, the conformance summary."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any
+
+
+def _fig(d: dict[str, Any], name: str) -> str:
+    f = d.get(name)
+    if not isinstance(f, dict):
+        return "-"
+    if f.get("value_s") is None:
+        return "not reached"
+    return f"{f['value_s']:.2f}±{f['resolution_s']:.2f}s"
+
+
+def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
+    rows = [["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
+             "stale alarms", "load (achieved/target rps)"]]
+    for d in drills:
+        load = d.get("load") or {}
+        rows.append([
+            str(d.get("test", "")).split("::")[-1],
+            str(d.get("fault")) + (" (ABORTED)" if d.get("aborted") else ""),
+            str(d.get("region") or "-"),
+            _fig(d, "switchover"),
+            _fig(d, "dns_convergence"),
+            _fig(d, "client_recovery"),
+            "ok" if (d.get("versions") or {}).get("passed") else "FAIL",
+            str(len(d.get("stale_alarms") or [])),
+            f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
+        ])
+    return rows
+
+
+def render(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for n, r in enumerate(rows):
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def render_drills(drills: list[dict[str, Any]]) -> list[str]:
+    return render(drill_rows(drills))
+
+
+def _quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
+
+
+def render_rounds(drills: list[dict[str, Any]]) -> list[str]:
+    """p50/p95 of each figure across the rounds of each test."""
+    by_test: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for d in drills:
+        by_test[str(d.get("test", "")).split("[")[0]].append(d)
+    rows = [["test", "rounds", "figure", "p50", "p95", "max"]]
+    for test, ds in sorted(by_test.items()):
+        for name in ("switchover", "dns_convergence", "client_recovery"):
+            vals = [d[name]["value_s"] for d in ds if isinstance(d.get(name), dict)
+                    and d[name].get("value_s") is not None]
+            if vals:
+                rows.append([test.split("::")[-1], str(len(ds)), name, f"{_quantile(vals, 0.5):.2f}s",
+                             f"{_quantile(vals, 0.95):.2f}s", f"{max(vals):.2f}s"])
+    return ["", "across rounds:", *render(rows)] if len(rows) > 1 else []
+
+
+def one_line_reason(rep: Any) -> str:
+    """The first line of a failure or skip reason, or the empty string."""
+    if rep.outcome == "passed":
+        return ""
+    lr = rep.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:  # skip: (path, line, reason)
+        return str(lr[2]).removeprefix("Skipped: ")
+    text = getattr(rep, "longreprtext", "") or str(lr)
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()[:160]
+    return text.strip().splitlines()[-1][:160] if text.strip() else ""
+
+
+def render_conformance(rules: list[dict[str, Any]]) -> list[str]:
+    """Rules passed, failed and skipped, each with its rule id and a one-line reason."""
+    order = {"failed": 0, "skipped": 1, "passed": 2}
+    # One line per test; a rule may have several tests.
+    rows = [["rule", "result", "check", "reason"]]
+    for r in sorted(rules, key=lambda r: (_rule_num(r["rule"]), order.get(r["outcome"], 3))):
+        rows.append([r["rule"], r["outcome"].upper(), r.get("title") or r["test"].split("::")[-1],
+                     r.get("reason", "")])
+    counts = defaultdict(set)
+    for r in rules:
+        counts[r["outcome"]].add(r["rule"])
+    failed_rules = counts["failed"]
+    passed_rules = counts["passed"] - failed_rules
+    skipped_rules = counts["skipped"] - failed_rules - passed_rules
+    head = (f"rules passed {len(passed_rules)}, failed {len(failed_rules)}, skipped {len(skipped_rules)} "
+            f"({len(rules)} checks)")
+    return [head, *render(rows)]
+
+
+def _rule_num(rule: str) -> int:
+    digits = "".join(ch for ch in rule if ch.isdigit())
+    return int(digits) if digits else 999

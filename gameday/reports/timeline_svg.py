@@ -1,0 +1,110 @@
+"""A drill's timeline as a self-contained SVG (no plotting library needed).
+
+Lanes, top to bottom: the control-plane version; one lane per entry node showing
+whether it still routes to the failed region (red) or not (green) with its version;
+the share of GSLB answers naming the failed region; the client error ratio per
+0.5 s; phase marks (fault, revert, restored) as vertical lines across all lanes.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gameday.verdicts.result import DrillResult
+
+W, LEFT, RIGHT, LANE, TOP = 980, 150, 20, 22, 40
+
+
+def render_timeline_svg(res: DrillResult) -> str:
+    tl = res.timeline.copy()
+    w = res.fault
+    t0 = tl.t0
+    t_end = max([w.t_restored or 0.0, w.t_revert or 0.0, *(o.t for o in tl.nodes[-1:]), t0 + 1.0])
+    span = max(t_end - t0, 1e-3)
+    plot_w = W - LEFT - RIGHT
+
+    def x(t: float) -> float:
+        return LEFT + (t - t0) / span * plot_w
+
+    failed = w.region
+    nodes = sorted({o.node for o in tl.nodes})
+    lanes = ["control plane", *nodes, "DNS answers", "client errors"]
+    height = TOP + LANE * len(lanes) + 40
+    out: list[str] = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
+        f'font-family="sans-serif" font-size="11">',
+        f'<text x="10" y="18" font-size="13" font-weight="bold">{escape(w.kind)} '
+        f'{escape(failed or "")} - seed {res.seed}, round {res.round + 1}</text>',
+    ]
+    for i, name in enumerate(lanes):
+        y = TOP + i * LANE
+        out.append(f'<text x="10" y="{y + 15}">{escape(name)}</text>')
+        out.append(f'<rect x="{LEFT}" y="{y + 2}" width="{plot_w}" height="{LANE - 4}" fill="#f4f4f4"/>')
+    # control-plane version steps
+    y = TOP
+    last_v = None
+    for c in sorted(tl.cp, key=lambda c: c.t):
+        if c.version is not None and c.version != last_v and c.source == "poll":
+            out.append(f'<line x1="{x(c.t):.1f}" y1="{y + 2}" x2="{x(c.t):.1f}" y2="{y + LANE - 2}" stroke="#333"/>')
+            out.append(f'<text x="{x(c.t) + 2:.1f}" y="{y + 14}" font-size="9">v{c.version}</text>')
+            last_v = c.version
+    # entry nodes
+    for i, node in enumerate(nodes, start=1):
+        y = TOP + i * LANE
+        obs = [o for o in tl.nodes if o.node == node]
+        for a, b in zip(obs, [*obs[1:], None], strict=True):
+            t_next = b.t if b is not None else a.t + 0.1
+            if not a.ok:
+                color = "#999"
+            elif failed is not None and failed in a.routable:
+                color = "#d9534f"
+            elif failed is None and a.stale:
+                color = "#f0ad4e"
+            else:
+                color = "#5cb85c"
+            out.append(f'<rect x="{x(a.t):.1f}" y="{y + 4}" width="{max(x(t_next) - x(a.t), 0.5):.1f}" '
+                       f'height="{LANE - 8}" fill="{color}"/>')
+    # DNS share of the failed region
+    y = TOP + (len(nodes) + 1) * LANE
+    for d in tl.dns:
+        if failed is not None and d.ok and failed in d.regions:
+            out.append(f'<rect x="{x(d.t):.1f}" y="{y + 4}" width="1.5" height="{LANE - 8}" fill="#d9534f"/>')
+    # client error ratio per 0.5 s bucket
+    y = TOP + (len(nodes) + 2) * LANE
+    buckets: dict[int, list[bool]] = {}
+    for r in tl.requests:
+        if r.t >= t0:
+            buckets.setdefault(int((r.t - t0) / 0.5), []).append(r.failed)
+    for k, fails in buckets.items():
+        ratio = sum(fails) / len(fails)
+        h = (LANE - 6) * ratio
+        out.append(f'<rect x="{x(t0 + k * 0.5):.1f}" y="{y + LANE - 3 - h:.1f}" '
+                   f'width="{max(x(t0 + 0.5) - x(t0) - 0.5, 0.5):.1f}" height="{h:.1f}" fill="#d9534f"/>')
+    # phase marks
+    bottom = TOP + LANE * len(lanes)
+    for m in tl.marks:
+        if m.label in ("fault", "revert", "restored", "stop_condition"):
+            color = {"fault": "#d9534f", "revert": "#0275d8", "restored": "#5cb85c"}.get(m.label, "#f0ad4e")
+            out.append(f'<line x1="{x(m.t):.1f}" y1="{TOP - 6}" x2="{x(m.t):.1f}" y2="{bottom}" '
+                       f'stroke="{color}" stroke-dasharray="4,3"/>')
+            out.append(f'<text x="{x(m.t) + 3:.1f}" y="{TOP - 8}" fill="{color}">{escape(m.label)} '
+                       f't{m.t - w.t_fault:+.1f}s</text>')
+    for a in tl.alarms:
+        if a.event == "stale_snapshot":
+            out.append(f'<circle cx="{x(a.t):.1f}" cy="{bottom + 8}" r="4" fill="#f0ad4e">'
+                       f'<title>{escape(a.node)} stale snapshot</title></circle>')
+    # time axis
+    for k in range(int(span) + 1):
+        if span > 60 and k % 10:
+            continue
+        if span > 15 and k % 5:
+            continue
+        tx = x(t0 + k)
+        out.append(f'<text x="{tx:.1f}" y="{bottom + 24}" font-size="9" text-anchor="middle">{k}s</text>')
+    out.append(f'<text x="{LEFT}" y="{height - 2}" font-size="9" fill="#666">red: routes to / answers with '
+               f'{escape(failed or "-")}; green: excludes it; grey: no answer; orange dot: stale-snapshot alarm'
+               '</text>')
+    out.append("</svg>")
+    return "\n".join(out)

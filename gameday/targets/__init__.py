@@ -1,0 +1,1 @@
+"""Targets: where a federation runs (local, kind, kube) behind one interface."""

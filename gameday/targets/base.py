@@ -1,0 +1,88 @@
+"""The target interface: where a federation runs and how the harness reaches and breaks it.
+
+A target is anything that implements :class:`Target`. ``local`` (embedded processes),
+``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig contexts)
+implement it; the drill, the observers and the load generator only ever see this
+interface and the :class:`Endpoints` it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    """What the harness needs to know about one region."""
+
+    name: str
+    weight: float
+    capacity: float
+    """Declared capacity of the whole region, req/s."""
+    gateway_address: str
+    """The address the GSLB answers with for this region."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """How to observe a federation from outside, exactly as a staging one is observed."""
+
+    dns_server: tuple[str, int]
+    """GSLB (host, port), UDP and TCP."""
+    fqdn: str
+    """The service name clients resolve, e.g. ``app.gameday.test.``."""
+    gateway_port: int
+    """Port of every region gateway (DNS answers carry addresses only)."""
+    entry_nodes: dict[str, str]
+    """Entry-node name (``gateway-a``, ``proxy-a``) -> its ``/status`` URL."""
+    control_plane: str
+    """Control plane ``/status`` URL."""
+    utilisation: dict[str, list[str]]
+    """Region -> the app instances' ``/status`` URLs (utilisation)."""
+    nats_url: str | None = None
+    """Set where the harness may subscribe to the version broadcast directly."""
+    broadcast_subject: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def node_region(self, node: str) -> str:
+        """``gateway-b`` -> ``b``."""
+        return node.split("-", 1)[1]
+
+
+@runtime_checkable
+class Target(Protocol):
+    """A place a federation runs. Methods raise :class:`gameday.errors.TargetError` subclasses."""
+
+    name: str
+
+    def up(self) -> None:
+        """Create or connect to the clusters (local: start the processes)."""
+
+    def deploy(self) -> None:
+        """Deploy the federated app and wait until it serves."""
+
+    def down(self) -> None:
+        """Tear down what :meth:`up` and :meth:`deploy` created. Idempotent."""
+
+    def regions(self) -> list[RegionInfo]:
+        """The regions, in topology order."""
+
+    def endpoints(self) -> Endpoints:
+        """Where to observe the federation from."""
+
+    def check_health(self, timeout: float) -> None:
+        """Raise :class:`gameday.errors.TargetUnreachable` unless the federation is healthy."""
+
+    def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        """Inject a catalogue fault (see :mod:`gameday.faults`)."""
+
+    def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        """Exactly undo :meth:`inject` with the same arguments. Idempotent."""
+
+    def alarm_lines(self) -> Iterator[tuple[str, str]]:
+        """New log lines of the entry nodes since the last call, as ``(node, line)``."""
+
+    def ref(self) -> dict[str, Any]:
+        """How ``gameday restore`` re-attaches to this target (written to the ledger)."""

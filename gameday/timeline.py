@@ -1,0 +1,178 @@
+"""The drill timeline: every observation, stamped on one monotonic clock when taken.
+
+All ``t`` values are ``time.monotonic()`` seconds of the harness process. On Linux that
+is CLOCK_MONOTONIC, the same clock the federation's components write into their log
+lines (``mono``), so alarm lines from component logs land on the same timeline.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObs:
+    """An entry node's ``/status`` as seen at ``t`` (``ok`` False: it did not answer)."""
+
+    t: float
+    node: str
+    ok: bool
+    version: int | None = None
+    routable: tuple[str, ...] = ()
+    stale: bool = False
+    sent: float = 0.0
+    """When the request was sent; ``t - sent`` bounds when the state was true."""
+
+
+@dataclass(frozen=True, slots=True)
+class DnsObs:
+    """One GSLB answer: the regions whose gateway addresses it carried."""
+
+    t: float
+    ok: bool
+    regions: tuple[str, ...] = ()
+    ttl: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CpObs:
+    """The control-plane version seen at ``t`` (polled, or heard on the broadcast)."""
+
+    t: float
+    version: int | None
+    source: str = "poll"
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmObs:
+    """A stale-snapshot alarm (or its clearing) logged by a node."""
+
+    t: float
+    node: str
+    event: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UtilObs:
+    """A region's utilisation (requests in the last second / declared capacity)."""
+
+    t: float
+    region: str
+    utilisation: float
+    rejected_total: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRec:
+    """One client request from the load generator."""
+
+    t: float
+    """When the request was sent."""
+    status: int
+    """HTTP status; 0 for a transport error (refused, timeout, DNS failure)."""
+    latency: float
+    region: str | None = None
+    """Region that served it (from ``X-Served-By``)."""
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == 0 or self.status >= 500
+
+    @property
+    def overload(self) -> bool:
+        return self.status in (429, 503)
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A phase boundary of the drill (``baseline``, ``inject_call``, ``fault``, ...)."""
+
+    t: float
+    label: str
+    detail: str = ""
+
+
+@dataclass
+class Timeline:
+    """Thread-safe append-only record of one drill."""
+
+    t0: float = 0.0
+    nodes: list[NodeObs] = field(default_factory=list)
+    dns: list[DnsObs] = field(default_factory=list)
+    cp: list[CpObs] = field(default_factory=list)
+    alarms: list[AlarmObs] = field(default_factory=list)
+    util: list[UtilObs] = field(default_factory=list)
+    requests: list[RequestRec] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, obs: NodeObs | DnsObs | CpObs | AlarmObs | UtilObs | RequestRec | Mark) -> None:
+        with self._lock:
+            if isinstance(obs, NodeObs):
+                self.nodes.append(obs)
+            elif isinstance(obs, DnsObs):
+                self.dns.append(obs)
+            elif isinstance(obs, CpObs):
+                self.cp.append(obs)
+            elif isinstance(obs, AlarmObs):
+                self.alarms.append(obs)
+            elif isinstance(obs, UtilObs):
+                self.util.append(obs)
+            elif isinstance(obs, RequestRec):
+                self.requests.append(obs)
+            else:
+                self.marks.append(obs)
+
+    def extend_requests(self, recs: list[RequestRec]) -> None:
+        with self._lock:
+            self.requests.extend(recs)
+
+    def mark(self, t: float, label: str, detail: str = "") -> Mark:
+        m = Mark(t, label, detail)
+        self.add(m)
+        return m
+
+    def mark_time(self, label: str) -> float | None:
+        """The time of the last mark called *label*, or None."""
+        with self._lock:
+            for m in reversed(self.marks):
+                if m.label == label:
+                    return m.t
+        return None
+
+    def copy(self) -> Timeline:
+        """A consistent snapshot (lists copied under the lock)."""
+        with self._lock:
+            return Timeline(
+                t0=self.t0, nodes=list(self.nodes), dns=list(self.dns), cp=list(self.cp),
+                alarms=list(self.alarms), util=list(self.util),
+                requests=sorted(self.requests, key=lambda r: r.t), marks=list(self.marks),
+            )
+
+
+@dataclass
+class FaultWindow:
+    """When a fault was injected and reverted, on the timeline's clock.
+
+    ``t_fault`` is when the injection call returned (the fault is in effect); the call
+    started at ``t_call``: ``t_fault - t_call`` is the injection uncertainty.
+    """
+
+    kind: str
+    region: str | None
+    t_call: float
+    t_fault: float
+    t_revert: float | None = None
+    """When the revert call returned."""
+    t_restored: float | None = None
+    """When steady state was observed again after the revert."""
+    aborted: str | None = None
+    """Why a stop condition reverted the fault early (None: it was not aborted)."""
+    params: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def injection_uncertainty(self) -> float:
+        return self.t_fault - self.t_call

@@ -1,0 +1,196 @@
+"""The measurements of DESIGN.md §4, computed from a :class:`Timeline`.
+
+Each returns a :class:`Figure`: a value in seconds (None when the event was never
+observed), the resolution it is known to (+/-), and a sentence saying how it was found.
+Pure functions: no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gameday.timeline import CpObs, NodeObs, RequestRec, Timeline
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A measured duration."""
+
+    name: str
+    value: float | None
+    resolution: float
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"{self.name}: not reached ({self.detail})"
+        return f"{self.name}: {self.value:.2f} s ± {self.resolution:.2f} s"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "value_s": self.value, "resolution_s": self.resolution, "detail": self.detail}
+
+
+def _rel(t: float, t_fault: float) -> str:
+    return f"t{t - t_fault:+.1f} s"
+
+
+def switchover(
+    nodes: list[NodeObs],
+    cp: list[CpObs],
+    failed: str,
+    survivors: Iterable[str],
+    t_fault: float,
+    until: float,
+) -> Figure:
+    """First instant after *t_fault* at which every surviving entry node reports a route
+    version that excludes *failed*, minus *t_fault*.
+
+    Resolution: the longest gap, among the nodes, between the last observation that
+    still included *failed* and the first that excluded it (the switch happened
+    somewhere in that gap).
+    """
+    survivors = sorted(set(survivors))
+    latest: dict[str, NodeObs] = {}
+    last_including: dict[str, float] = {}
+    for o in sorted(nodes, key=lambda o: o.t):
+        if o.t > until:
+            break
+        if not o.ok or o.node not in survivors:
+            continue
+        latest[o.node] = o
+        if failed in o.routable:
+            last_including[o.node] = o.t
+        if o.t < t_fault:
+            continue
+        if len(latest) == len(survivors) and all(failed not in latest[n].routable for n in survivors):
+            gaps = [latest[n].t - last_including.get(n, t_fault) for n in survivors if n in last_including]
+            versions = sorted({latest[n].version for n in survivors if latest[n].version is not None})
+            return Figure(
+                "switchover", o.t - t_fault, max([*gaps, 0.0]) if gaps else 0.0,
+                f"all {len(survivors)} surviving entry nodes exclude region {failed} "
+                f"at {_rel(o.t, t_fault)} (versions {versions})",
+            )
+    # Never reached: say who is behind, by which version, and when the new version was published.
+    behind = []
+    for n in survivors:
+        o = latest.get(n)
+        if o is None:
+            behind.append(f"{n} never answered")
+        elif failed in o.routable:
+            behind.append(f"{n} still routes to {failed} by v{o.version} at {_rel(o.t, t_fault)}")
+    v_at_fault = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
+    published = next((c for c in sorted(cp, key=lambda c: c.t)
+                      if c.t > t_fault and c.version is not None and v_at_fault is not None
+                      and c.version > v_at_fault), None)
+    pub = (f"; v{published.version} published at {_rel(published.t, t_fault)}" if published
+           else "; the control plane published no new version")
+    return Figure("switchover", None, 0.0, "; ".join(behind) + pub)
+
+
+def dns_convergence(tl: Timeline, failed: str, t_fault: float, until: float) -> Figure:
+    """First instant after which the GSLB no longer answers with *failed*, minus *t_fault*."""
+    obs = [d for d in tl.dns if t_fault <= d.t <= until and d.ok]
+    if not obs:
+        return Figure("dns_convergence", None, 0.0, "no DNS answer observed after the fault")
+    last_with = None
+    for i, d in enumerate(obs):
+        if failed in d.regions:
+            last_with = i
+    if last_with is None:
+        return Figure("dns_convergence", obs[0].t - t_fault, obs[0].t - t_fault,
+                      f"no answer named region {failed} after the fault")
+    if last_with == len(obs) - 1:
+        return Figure("dns_convergence", None, 0.0,
+                      f"the GSLB still answered with region {failed} at {_rel(obs[-1].t, t_fault)}")
+    conv = obs[last_with + 1]
+    return Figure("dns_convergence", conv.t - t_fault, conv.t - obs[last_with].t,
+                  f"last answer with region {failed} at {_rel(obs[last_with].t, t_fault)}")
+
+
+def error_ratio(reqs: list[RequestRec]) -> float:
+    return sum(r.failed for r in reqs) / len(reqs) if reqs else 0.0
+
+
+def client_recovery(
+    requests: list[RequestRec], t_fault: float, until: float, window: float, slo: float, step: float = 0.1
+) -> Figure:
+    """Start of the first *window*-second window after *t_fault* whose client error ratio
+    is within *slo*, minus *t_fault*. Requests are sorted by send time."""
+    reqs = [r for r in requests if t_fault <= r.t <= until]
+    if not reqs:
+        return Figure("client_recovery", None, 0.0, "no client requests recorded after the fault")
+    lo = hi = 0
+    errors = 0
+    s = t_fault
+    worst = 0.0
+    while s + window <= until + 1e-9:
+        while hi < len(reqs) and reqs[hi].t < s + window:
+            errors += reqs[hi].failed
+            hi += 1
+        while lo < hi and reqs[lo].t < s:
+            errors -= reqs[lo].failed
+            lo += 1
+        n = hi - lo
+        if n:
+            ratio = errors / n
+            worst = max(worst, ratio)
+            if ratio <= slo:
+                return Figure("client_recovery", s - t_fault, step,
+                              f"{n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], "
+                              f"error ratio {ratio:.3%} <= {slo:.2%}")
+        s += step
+    return Figure("client_recovery", None, 0.0,
+                  f"no {window:g} s window after the fault had an error ratio <= {slo:.2%} "
+                  f"(worst window {worst:.1%}; observed until {_rel(until, t_fault)})")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A pass/fail verdict with its explanation."""
+
+    name: str
+    passed: bool
+    detail: str
+
+
+def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float) -> Check:
+    """The control-plane version never decreases, increases for the fault and again for
+    the restore, and every entry node's version sequence is monotonic."""
+    cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version is not None and c.t <= until]
+    problems: list[str] = []
+    # Polled versions and broadcast versions are separate sequences: a delayed broadcast
+    # legitimately trails the control plane's own version.
+    for source in sorted({c.source for c in cp}):
+        seq = [c for c in cp if c.source == source]
+        for a, b in zip(seq, seq[1:], strict=False):
+            assert a.version is not None and b.version is not None
+            if b.version < a.version:
+                problems.append(f"control-plane version ({source}) went back from v{a.version} to "
+                                f"v{b.version} at {_rel(b.t, t_fault)}")
+                break
+    before = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
+    end_fault = t_restore if t_restore is not None else until
+    during = [c.version for c in cp if t_fault < c.t <= end_fault and c.version is not None]
+    if before is None:
+        problems.append("no control-plane version observed before the fault")
+    elif not during or max(during) <= before:
+        problems.append(f"control-plane version did not increase for the fault (stayed at v{before} "
+                        f"until {_rel(end_fault, t_fault)})")
+    if t_restore is not None:
+        at_restore = max((c.version for c in cp if c.t <= t_restore and c.version is not None), default=None)
+        after = [c.version for c in cp if c.t > t_restore and c.version is not None]
+        if at_restore is not None and (not after or max(after) <= at_restore):
+            problems.append(f"control-plane version did not increase for the restore (stayed at "
+                            f"v{at_restore} until {_rel(until, t_fault)})")
+    per_node: dict[str, NodeObs] = {}
+    for o in sorted(tl.nodes, key=lambda o: o.t):
+        if not o.ok or o.version is None or o.t > until:
+            continue
+        prev = per_node.get(o.node)
+        if prev is not None and prev.version is not None and o.version < prev.version:
+            problems.append(f"{o.node} went back from v{prev.version} to v{o.version} at {_rel(o.t, t_fault)}")
+        per_node[o.node] = o
+    versions = [c.version for c in cp if c.version is not None]
+    summary = f"v{versions[0]} -> v{max(versions)}" if versions else "no versions"
+    return Check("versions", not problems, "; ".join(problems) if problems else f"monotonic, {summary}")
