@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -53,6 +54,48 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _headline_test() -> Path:
+    """The suite's headline drill; `gameday drill` runs exactly that test through pytest."""
+    here = Path(__file__).resolve().parent.parent / "suites" / "gameday" / "test_gateway_outage.py"
+    for candidate in (here, Path.cwd() / "suites" / "gameday" / "test_gateway_outage.py"):
+        if candidate.is_file():
+            return candidate
+    raise GamedayError("cannot find suites/gameday/test_gateway_outage.py: run `gameday drill` from a "
+                       "gameday checkout (the suites are not part of the installed package)")
+
+
+def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
+    test = _headline_test()
+    reports = Path(args.reports).resolve()
+    argv = [sys.executable, "-m", "pytest", f"{test}::test_random_gateway_outage", "-p", "no:cacheprovider",
+            "-p", "no:locust", f"--gameday-reports={reports}", f"--junitxml={reports / 'junit-drill.xml'}",
+            f"--alluredir={reports / 'allure-results'}", "-o", "console_output_style=classic"]
+    if args.seed is not None:
+        argv.append(f"--gameday-seed={args.seed}")
+    if args.topology:
+        argv.append(f"--gameday-topology={Path(args.topology).resolve()}")
+    if args.rounds:
+        argv.append(f"--gameday-rounds={args.rounds}")
+    argv += extra
+    print("running:", " ".join(argv[2:]), flush=True)
+    # The rootdir is the checkout, so its pytest configuration (-p no:locust, markers) applies.
+    return subprocess.call(argv, cwd=test.parents[2])
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from gameday.faults.restore import restore  # noqa: PLC0415
+
+    return restore(Path(args.reports), keep=args.keep, out=sys.stdout)
+
+
+def _cmd_down(args: argparse.Namespace) -> int:
+    from gameday.faults.restore import stop_leftover_federations  # noqa: PLC0415
+
+    stopped = stop_leftover_federations(Path(args.reports), only_orphans=False, out=sys.stdout)
+    print(f"stopped {stopped} federation(s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gameday`` console command."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -64,9 +107,27 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--workdir", help="where logs and state go (default: reports/.gameday/up)")
     up.add_argument("--seconds", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
     up.set_defaults(fn=_cmd_up)
-    args = parser.parse_args(argv)
+    dr = sub.add_parser("drill", help="run the headline random-gateway drill under load and print verdicts",
+                        description="Runs suites/gameday/test_gateway_outage.py through pytest on the "
+                        "default local target. Extra arguments are passed to pytest.")
+    dr.add_argument("--seed", type=int, help="seed for the region pick (default: random, printed)")
+    dr.add_argument("--topology", help="topology YAML (default: clusters/local.yaml)")
+    dr.add_argument("--rounds", type=int, help="repeat the drill N times with seeded picks")
+    dr.add_argument("--reports", default="reports", help="where run data goes (default: reports)")
+    dr.set_defaults(fn=_cmd_drill)
+    rs = sub.add_parser("restore", help="revert every fault a killed runner left in the ledger")
+    rs.add_argument("--reports", default="reports", help="the reports directory holding .gameday/ledger.json")
+    rs.add_argument("--keep", action="store_true",
+                    help="leave orphaned federations running after restoring them (default: stop them)")
+    rs.set_defaults(fn=_cmd_restore)
+    dn = sub.add_parser("down", help="stop every federation still running under the reports directory")
+    dn.add_argument("--reports", default="reports")
+    dn.set_defaults(fn=_cmd_down)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.cmd != "drill":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        rc: int = args.fn(args)
+        rc: int = args.fn(args, extra) if args.cmd == "drill" else args.fn(args)
     except GamedayError as exc:
         print(f"gameday: error: {exc}", file=sys.stderr)
         return 2

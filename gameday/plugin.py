@@ -35,8 +35,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                             help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
             parser.addini(ini, opt.help, type="linelist", default=[])
         else:
-            group.addoption(flag, action="store", default=None, dest=opt.dest,
-                            metavar=opt.name.split("-")[-1].upper(), choices=opt.choices,
+            # choices are checked by settings.resolve, so the error names the source (CLI, ini, env)
+            metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else opt.name.split("-")[-1].upper()
+            group.addoption(flag, action="store", default=None, dest=opt.dest, metavar=metavar,
                             help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
             parser.addini(ini, opt.help, default=None)
 
@@ -81,12 +82,10 @@ def pytest_configure(config: pytest.Config) -> None:
     gsession.install_sigterm_handler(state)
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:  # pytest-xdist hook (only called when xdist is active)
     node.workerinput["gameday_seed"] = node.config.stash[SETTINGS_KEY].seed
     node.workerinput["gameday_run_dir"] = str(node.config.stash[STATE_KEY].run_dir)
-
-
-pytest_configure_node.optionalhook = True  # type: ignore[attr-defined]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

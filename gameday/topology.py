@@ -220,7 +220,8 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
         if msg.startswith("got "):
             lines.append(f"{source}: {loc}: {msg}")
         else:
-            lines.append(f"{source}: {loc}: got {err.get('input')!r}, expected: {msg}")
+            expected = msg.removeprefix("Input should be ").removeprefix("Input should ")
+            lines.append(f"{source}: {loc}: got {err.get('input')!r}, expected {expected}")
     return "\n".join(lines)
 
 

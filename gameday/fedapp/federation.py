@@ -94,6 +94,8 @@ class LocalFederation:
         self.spec_path = self.workdir / "spec.json"
         self.components: dict[str, Component] = {}
         self.launcher_pid: int | None = None
+        self.owner_pid = os.getpid()
+        """The process that started the federation (a dead owner means it was orphaned)."""
         # Unix socket paths are limited to 108 bytes; work dirs (pytest tmp dirs) can be longer.
         self.launcher_sock = Path(tempfile.gettempdir()) / f"gameday-{spec.run_id}.sock"
         self._http = httpx.Client(timeout=1.0, trust_env=False)
@@ -120,6 +122,7 @@ class LocalFederation:
             raise TargetError(f"{state_path}: no federation state to attach to ({exc})") from exc
         fed = cls(FederationSpec.load(state["spec"]))
         fed.launcher_pid = state.get("launcher_pid")
+        fed.owner_pid = int(state.get("owner_pid", 0))
         for name, c in state["components"].items():
             fed.components[name] = Component(**c)
         return fed
@@ -144,6 +147,7 @@ class LocalFederation:
             "run_id": self.spec.run_id,
             "spec": str(self.spec_path),
             "launcher_pid": self.launcher_pid,
+            "owner_pid": self.owner_pid,
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
         tmp = self.workdir / (STATE_FILE + ".tmp")
@@ -271,6 +275,11 @@ class LocalFederation:
             os.kill(c.pid, signal.SIGCONT)
         c.paused = False
         self._save_state()
+
+    def any_running(self) -> bool:
+        """True if any component (or the launcher) still runs."""
+        return any(self.is_running(n) for n in self.components) or (
+            self.launcher_pid is not None and pid_alive(self.launcher_pid))
 
     def is_running(self, name: str) -> bool:
         c = self.components[name]

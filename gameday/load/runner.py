@@ -56,8 +56,8 @@ class LoadRunner:
         self.endpoints = endpoints
         self.users = users
         self.rate = rate
-        self.workdir = workdir
-        self.records_dir = workdir / "records"
+        self.workdir = workdir.resolve()
+        self.records_dir = self.workdir / "records"
         self.locustfile = locustfile or BUILTIN_LOCUSTFILE
         self.workers = workers
         self.max_seconds = max_seconds
@@ -92,6 +92,9 @@ class LoadRunner:
             LoadError: locust exited or recorded nothing within *timeout* seconds.
         """
         self.records_dir.mkdir(parents=True, exist_ok=True)
+        if not self.locustfile.is_file():
+            raise LoadError(f"locustfile {self.locustfile} does not exist")
+        self.locustfile = self.locustfile.resolve()
         log = (self.workdir / "locust.log").open("ab")
         env = self._env()
         if self.workers <= 0:

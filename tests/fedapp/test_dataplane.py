@@ -459,7 +459,8 @@ def test_gateway_keeps_serving_with_nats_down(fed: Any, component: Component, ht
     assert n >= 10
     st = status(http, gw)
     assert st["version"] == v
-    assert st["pulls"]["failed"] >= 0
+    # Silent for longer than stale_after: the alarm is up, and it never blocked a request.
+    assert st["stale"] is True
 
 
 # -- proxy --------------------------------------------------------------------------------
