@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gameday.errors import DrillAborted, FaultError, RestoreIncomplete
+from gameday.errors import DrillAborted, FaultError, RestoreIncomplete, TargetUnreachable
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
@@ -67,6 +67,7 @@ class Drill:
         progress: Callable[[str], None] | None = None,
         round_index: int = 0,
         dns_ttl: float = 5.0,
+        on_result: Callable[[DrillResult], object] | None = None,
     ) -> None:
         self.target = target
         self.settings = settings
@@ -78,6 +79,7 @@ class Drill:
         self.progress = progress or (lambda s: None)
         self.round = round_index
         self.dns_ttl = dns_ttl
+        self.on_result = on_result
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
         self.picks: list[str] = []
         self.results: list[DrillResult] = []
@@ -133,7 +135,7 @@ class Drill:
         try:
             self._phase = "baseline"
             tl.mark(time.monotonic(), "baseline")
-            time.sleep(baseline)
+            self._steady_state(observer, tl, baseline)
             entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
             self._phase = "inject"
             t_call = time.monotonic()
@@ -167,10 +169,35 @@ class Drill:
                 self._phase = "done"
                 if active is not None:
                     self.results.append(active.result)
+                    if self.on_result is not None:
+                        self.on_result(active.result)
         if observer.error is not None:
             raise FaultError(f"observer failed during the drill: {observer.error!r}") from observer.error
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
+
+    def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, timeout: float = 20.0) -> None:
+        """Observe at least *baseline* seconds in which every entry node and the control
+        plane answered (the steady-state hypothesis before the fault).
+
+        Raises:
+            TargetUnreachable: the observers could not see a healthy federation in *timeout*.
+        """
+        t0 = time.monotonic()
+        nodes = set(self.target.endpoints().entry_nodes)
+        while True:
+            now = time.monotonic()
+            snap = tl.copy()
+            seen = {o.node for o in snap.nodes if o.ok and o.version}
+            cp_seen = any(c.version for c in snap.cp if c.source == "poll")
+            if now - t0 >= baseline and seen == nodes and cp_seen:
+                return
+            if observer.error is not None or now - t0 > timeout:
+                raise TargetUnreachable(
+                    f"steady state not observed within {timeout:g} s before injecting: entry nodes answering "
+                    f"{sorted(seen)} of {sorted(nodes)}, control plane {'seen' if cp_seen else 'not seen'}; "
+                    "nothing was injected")
+            time.sleep(0.05)
 
     def _revert(self, active: ActiveFault, reason: str | None) -> None:
         """Revert exactly once (from the test thread, or early from a stop condition)."""

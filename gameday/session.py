@@ -32,6 +32,7 @@ from gameday.reports.timeline_svg import render_timeline_svg
 from gameday.settings import Settings
 from gameday.targets.base import Target
 from gameday.topology import Topology, load_topology
+from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
 
@@ -165,36 +166,35 @@ def _progress_writer(config: pytest.Config) -> Any:
 def drill(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item,
           runner: LoadRunner | None, round_index: int) -> Iterator[Drill]:
     assert state.topology is not None
+    summaries: list[dict[str, Any]] = []
+    node.stash[DRILLS_KEY] = summaries
     d = Drill(
         target, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         round_index=round_index, dns_ttl=state.topology.timing.dns_ttl,
+        # Called as each fault's block ends, still inside the test, so that Allure
+        # attaches the figures to the test itself rather than to a fixture teardown.
+        on_result=lambda res: summaries.append(_record_result(config, state, node, res, runner, len(summaries))),
     )
-    try:
-        yield d
-    finally:
-        _record_drill(config, state, node, d, runner)
+    yield d
 
 
-def _record_drill(config: pytest.Config, state: SessionState, node: pytest.Item, d: Drill,
-                  runner: LoadRunner | None) -> None:
+def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult,
+                   runner: LoadRunner | None, index: int) -> dict[str, Any]:
     out_dir = state.run_dir / "drills" / _safe(node.nodeid)
-    summaries = []
-    for i, res in enumerate(d.results):
-        summary = res.summary()
-        summary["test"] = node.nodeid
-        summary["picks"] = list(d.picks)
-        if runner is not None and res.fault.t_revert is not None:
-            achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
-            summary["load"] = {"target_rps": runner.rate, "achieved_rps": round(achieved, 2)}
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"figures-{i}.json").write_text(json.dumps(summary, indent=2, default=str))
-        svg = render_timeline_svg(res)
-        (out_dir / f"timeline-{i}.svg").write_text(svg)
-        allure_attach.attach_drill(config, summary, svg, table.drill_rows([summary]))
-        summaries.append(summary)
-    node.stash[DRILLS_KEY] = summaries
+    summary = res.summary()
+    summary["test"] = node.nodeid
+    if runner is not None and res.fault.t_revert is not None:
+        runner.poll()
+        achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
+        summary["load"] = {"target_rps": runner.rate, "achieved_rps": round(achieved, 2)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"figures-{index}.json").write_text(json.dumps(summary, indent=2, default=str))
+    svg = render_timeline_svg(res)
+    (out_dir / f"timeline-{index}.svg").write_text(svg)
+    allure_attach.attach_drill(config, summary, svg, table.drill_rows([summary]))
+    return summary
 
 
 def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:

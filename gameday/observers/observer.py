@@ -94,7 +94,8 @@ class Observer:
             log.exception("observer stopped")
 
     async def _main(self) -> None:
-        nc = await self._subscribe()
+        # Subscribing (importing nats-py, connecting) must not delay the first polls.
+        sub = asyncio.create_task(self._subscribe())
         async with httpx.AsyncClient(timeout=max(0.5, self.interval * 5), trust_env=False) as http:
             next_tick = time.monotonic()
             while not self._stop.is_set():
@@ -108,9 +109,10 @@ class Observer:
                     next_tick = time.monotonic()
                     delay = 0
                 await asyncio.sleep(delay)
+        nc = await sub
         if nc is not None:
             with contextlib.suppress(Exception):
-                await nc.close()
+                await nc.close()  # type: ignore[attr-defined]
 
     async def _subscribe(self) -> object | None:
         """Subscribe to the version broadcast when the target exposes NATS; else rely on polling."""

@@ -185,7 +185,9 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
                             f"v{at_restore} until {_rel(until, t_fault)})")
     per_node: dict[str, NodeObs] = {}
     for o in sorted(tl.nodes, key=lambda o: o.t):
-        if not o.ok or o.version is None or o.t > until:
+        # Version 0 means "no snapshot yet": a restarted node (the gateway a drill stopped)
+        # starts there before its first pull. Any other step back is a regression.
+        if not o.ok or not o.version or o.t > until:
             continue
         prev = per_node.get(o.node)
         if prev is not None and prev.version is not None and o.version < prev.version:

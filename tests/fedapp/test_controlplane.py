@@ -332,13 +332,13 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
                 return measured
 
             m1 = await announced_after(1, 0.6)
-            assert 0.6 - 0.05 <= m1 <= 0.6 + 0.4, m1
+            assert 0.6 - 0.05 <= m1 <= 0.6 + 0.75, m1
 
             r = await http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2})
             assert r.status_code == 200
             assert r.json()["broadcast_delay"] == 1.2
             m2 = await announced_after(2, 1.2)
-            assert 1.2 - 0.05 <= m2 <= 1.2 + 0.4, m2
+            assert 1.2 - 0.05 <= m2 <= 1.2 + 0.75, m2
             assert (await cp.status())["announced_version"] == 2
             assert (await http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1})).status_code == 400
             await nc.close()
@@ -387,7 +387,7 @@ def test_heartbeat_silence_marks_region_not_alive(nats_server: FederationSpec, c
 
             await until(a_dead, 3, "region a marked not alive")
             silence = time.monotonic() - t_silent
-            assert 1.0 - 0.15 <= silence <= 1.0 + 0.6, silence
+            assert 1.0 - 0.15 <= silence <= 1.0 + 1.0, silence
             assert 'gameday_cp_region_alive{region="a"} 0' in (await http.get(f"{cp.url}/metrics")).text
             await nc.close()
 

@@ -1,0 +1,192 @@
+"""Real drills on the local target, run through pytest the way users run them.
+
+Each test starts its own federation (free ports), puts it under real locust load,
+and checks what a user relies on: verdicts and reports for a healthy federation,
+faults reverted on Ctrl-C, SIGTERM and ``kill -9`` + ``gameday restore``, and stop
+conditions that abort quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gameday.fedapp.federation import LocalFederation
+
+pytestmark = pytest.mark.slow
+
+INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
+
+HANG_IN_FAULT = """
+import time
+from pathlib import Path
+import pytest
+
+@pytest.mark.gameday
+def test_hang(drill, load):
+    with drill.fault("gateway_down", "b"):
+        Path("injected").write_text("yes")
+        time.sleep(120)
+"""
+
+
+def _pending(reports: Path) -> list[dict[str, object]]:
+    ledger = reports / ".gameday" / "ledger.json"
+    if not ledger.exists():
+        return []
+    pending: list[dict[str, object]] = json.loads(ledger.read_text())["pending"]
+    return pending
+
+
+def _federation_dirs(reports: Path) -> list[Path]:
+    return sorted(p.parent for p in (reports / ".gameday" / "federations").glob("*/state.json"))
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"pytest exited early with {proc.returncode}"
+        assert time.monotonic() < deadline, f"{path} did not appear within {timeout} s"
+        time.sleep(0.2)
+
+
+def _gameday(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gameday.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_drill="""
+        import pytest
+
+        @pytest.mark.gameday
+        def test_random_gateway_outage(drill, load):
+            region = drill.pick_region()
+            with drill.fault("gateway_down", region) as fault:
+                result = drill.observe_switchover(fault)
+            result.assert_switchover_under(10)
+            result.assert_dns_converged(10)
+            result.assert_client_recovered(30)
+            result.assert_versions_incremented()
+            result.assert_headroom()
+            result.assert_no_stale_snapshot_alarms()
+    """)
+    result = pytester.runpytest_subprocess("--gameday-seed=3", "--gameday-recovery-window=3",
+                                           "--junitxml=junit.xml", "--alluredir=allure-results", timeout=240)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*gameday drill verdicts*",
+        "test_random_gateway_outage*gateway_down*s*ok*0*",
+    ])
+    figures = list((pytester.path / "reports" / "runs").glob("*/drills/*/figures-0.json"))
+    assert len(figures) == 1
+    data = json.loads(figures[0].read_text())
+    assert data["seed"] == 3 and data["region"] in ("a", "b", "c")
+    assert 0 < data["switchover"]["value_s"] < 10
+    assert data["load"]["achieved_rps"] > 0
+    assert figures[0].with_name("timeline-0.svg").read_text().startswith("<svg")
+    assert (pytester.path / "junit.xml").read_text().count("<testcase") == 1
+    results = [json.loads(p.read_text()) for p in (pytester.path / "allure-results").glob("*-result.json")]
+    names = [a["name"] for r in results for a in r.get("attachments", [])]
+    assert any(n.startswith("timeline:") for n in names), names
+    assert any(n.startswith("verdicts:") for n in names), names
+    assert _pending(pytester.path / "reports") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_a_signal_mid_drill_restores_and_stops_everything(pytester: pytest.Pytester, sig: int) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=HANG_IN_FAULT)
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_for(pytester.path / "injected", proc, 90)
+        assert len(_pending(pytester.path / "reports")) == 1  # written before the injection
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert _pending(pytester.path / "reports") == [], out.decode()[-2000:]
+    for d in _federation_dirs(pytester.path / "reports"):
+        assert not LocalFederation.attach(d).any_running(), f"processes left behind in {d}"
+
+
+def test_kill_9_then_gameday_restore_leaves_everything_healthy(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=HANG_IN_FAULT)
+    reports = pytester.path / "reports"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(pytester.path / "injected", proc, 90)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        (fed_dir,) = _federation_dirs(reports)
+        fed = LocalFederation.attach(fed_dir)
+        assert not fed.is_running("gateway-b")  # the fault outlived its runner
+        assert len(_pending(reports)) == 1
+
+        restored = _gameday("restore", "--keep", cwd=pytester.path)
+        assert restored.returncode == 0, restored.stdout + restored.stderr
+        assert "OK    gateway_down b: reverted; every component healthy" in restored.stdout
+        assert _pending(reports) == []
+        LocalFederation.attach(fed_dir).wait_ready(30)  # every component healthy, routing to every region
+
+        again = _gameday("restore", cwd=pytester.path)  # nothing pending; stops the orphan
+        assert "is empty: nothing to restore" in again.stdout
+        assert "stopped 1 orphaned federation" in again.stdout
+        assert not LocalFederation.attach(fed_dir).any_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        _gameday("down", cwd=pytester.path)
+
+
+def test_a_stop_condition_reverts_within_a_second_and_aborts(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_abort="""
+        import pytest
+        from gameday.errors import DrillAborted
+
+        @pytest.mark.gameday
+        def test_abort(drill, load):
+            with pytest.raises(DrillAborted, match="client error ratio"):
+                with drill.fault("gateway_down", "a") as fault:  # refused at once: ~50 % errors until TTL
+                    drill.observe_switchover(fault, timeout=60)
+            res = drill.results[0]
+            marks = {m.label: m.t for m in res.timeline.marks}
+            done = [(r.t + r.latency, r.failed) for r in res.timeline.requests]
+
+            def ratio(t):  # client error ratio of the requests completed in the second before t
+                last = [f for c, f in done if t - 1.0 <= c <= t]
+                return sum(last) / len(last) if last else 0.0
+
+            # The breach, recomputed from the records: the ratio above 0.1 (--gameday-stop-error-ratio)
+            # without a break for 1 s (--gameday-stop-after), sampled every 50 ms.
+            t, above_since, breach = res.fault.t_fault, None, None
+            while t < marks["revert"] and breach is None:
+                above_since = (above_since or t) if ratio(t) > 0.1 else None
+                if above_since is not None and t - above_since >= 1.0:
+                    breach = t
+                t += 0.05
+            assert breach is not None, "the records show no breach, yet the drill aborted"
+            print(f"ABORT-DELAY {marks['revert'] - breach:.3f}")
+            assert res.fault.aborted
+            assert marks["revert"] - marks["stop_condition"] < 1.0
+            assert marks["revert"] - breach < 1.0
+    """)
+    result = pytester.runpytest_subprocess("-s", "--gameday-stop-error-ratio=0.1", "--gameday-stop-after=1",
+                                           timeout=240)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*ABORT-DELAY *"])
+    assert _pending(pytester.path / "reports") == []
