@@ -23,13 +23,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gameday.errors import DrillAborted, FaultError, RestoreIncomplete, TargetUnreachable
+from gameday.errors import DrillAborted, DrillRefused, FaultError, RestoreIncomplete, TargetUnreachable
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.settings import Settings
 from gameday.targets.base import Target
 from gameday.timeline import FaultWindow, NodeObs, Timeline
+from gameday.verdicts.capacity import static_headroom
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ class Drill:
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
         self.picks: list[str] = []
         self.results: list[DrillResult] = []
-        self.active: ActiveFault | None = None
+        self._stack: list[ActiveFault] = []
         self._regions = target.regions()
         self._last_progress = 0.0
         self._breach_since: float | None = None
@@ -106,36 +107,49 @@ class Drill:
     # -- the fault ---------------------------------------------------------------------------
     @contextmanager
     def fault(self, kind: str, region: str | None = None, *, baseline: float = 1.0,
-              restore_timeout: float = 60.0, **params: Any) -> Iterator[ActiveFault]:
+              restore_timeout: float = 60.0, observe_after: float = 0.3, **params: Any) -> Iterator[ActiveFault]:
         """Inject *kind* (on *region*) for the duration of the block, then restore.
+
+        Faults nest: a fault entered inside another's block is injected on top of it
+        (e.g. a second region out, N-2) and shares its observers and timeline.
 
         Args:
             baseline: seconds of steady state observed before injecting.
             restore_timeout: seconds to wait for steady state after the revert.
+            observe_after: seconds to keep observing once steady state is back (a
+                returning region's weight ramp, for example).
             params: the fault's parameters (see :mod:`gameday.faults.catalogue`).
 
         Raises:
             ConfigError: the fault request is invalid (nothing injected).
             TargetUnreachable: the federation is not healthy (nothing injected).
+            DrillRefused: the regions left would not carry the load (nothing injected).
             DrillAborted: a stop condition reverted the fault early.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = check_fault(kind, region, params, self.region_names)
-        self.target.check_health(timeout=15)
+        parent = self._stack[-1] if self._stack else None
+        already_lost = parent.result.lost if parent else ()
+        lost = already_lost + ((region,) if fk.takes_region_out and region else ())
+        if parent is not None and len(lost) > len(already_lost):
+            self._refuse_unless_capacity_holds(kind, region, already_lost)
         ep = self.target.endpoints()
-        tl = Timeline(t0=time.monotonic())
-        for _ in self.target.alarm_lines():  # only alarms raised from now on count
-            pass
-        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
-                            request_source=self.load.poll if self.load else None, on_tick=self._on_tick)
-        lost = (region,) if fk.takes_region_out and region else ()
+        if parent is None:
+            self.target.check_health(timeout=15)
+            tl = Timeline(t0=time.monotonic())
+            for _ in self.target.alarm_lines():  # only alarms raised from now on count
+                pass
+            observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
+                                request_source=self.load.poll if self.load else None, on_tick=self._on_tick)
+            observer.start()
+        else:
+            tl, observer = parent.result.timeline, parent.observer
         survivors = tuple(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
-        observer.start()
         active: ActiveFault | None = None
         try:
             self._phase = "baseline"
             tl.mark(time.monotonic(), "baseline")
-            self._steady_state(observer, tl, baseline)
+            self._steady_state(observer, tl, baseline, survivors, already_lost)
             entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
             self._phase = "inject"
             t_call = time.monotonic()
@@ -151,9 +165,10 @@ class Drill:
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
                 capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
+                already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
             )
             active = ActiveFault(window, result, observer, entry.id)
-            self.active = active
+            self._stack.append(active)
             self._phase = "observe"
             yield active
         finally:
@@ -161,12 +176,14 @@ class Drill:
                 if active is not None:
                     self._revert(active, reason=None)
                     self._phase = "restore"
-                    self._wait_restored(active, restore_timeout)
-                    time.sleep(0.3)  # a short tail after steady state, for the timeline
+                    self._wait_restored(active, restore_timeout, already_lost)
+                    time.sleep(observe_after)
             finally:
-                observer.stop()
-                self.active = None
-                self._phase = "done"
+                if active is not None and active in self._stack:
+                    self._stack.remove(active)
+                if parent is None:
+                    observer.stop()
+                    self._phase = "done"
                 if active is not None:
                     self.results.append(active.result)
                     if self.on_result is not None:
@@ -176,27 +193,51 @@ class Drill:
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
 
-    def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, timeout: float = 20.0) -> None:
-        """Observe at least *baseline* seconds in which every entry node and the control
-        plane answered (the steady-state hypothesis before the fault).
+    @property
+    def active(self) -> ActiveFault | None:
+        """The innermost fault in effect, if any."""
+        return self._stack[-1] if self._stack else None
+
+    def _refuse_unless_capacity_holds(self, kind: str, region: str | None, already_lost: tuple[str, ...]) -> None:
+        check = static_headroom({r.name: r.capacity for r in self._regions}, self.offered, self.margin,
+                                without=already_lost)
+        rest = [r for r in self._regions if r.name not in already_lost and r.name != region]
+        need = self.offered * (1 + self.margin)
+        have = sum(r.capacity for r in rest)
+        if have < need:
+            raise DrillRefused(
+                f"refusing {kind} {region}: with {', '.join((*already_lost, str(region)))} out, "
+                f"{', '.join(r.name for r in rest) or 'no region'} would have "
+                + " + ".join(f"{r.capacity:g}" for r in rest) + f" = {have:g} req/s for {self.offered:g} req/s "
+                f"x (1 + {self.margin:g}) = {need:g} req/s ({check.detail}); nothing was injected")
+
+    def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, nodes: tuple[str, ...],
+                      lost: tuple[str, ...], timeout: float = 20.0) -> None:
+        """Observe at least *baseline* seconds in which every entry node in *nodes* answered
+        routing to every region outside *lost*, and the control plane answered (the
+        steady-state hypothesis before the fault).
 
         Raises:
-            TargetUnreachable: the observers could not see a healthy federation in *timeout*.
+            TargetUnreachable: the observers could not see that in *timeout*; nothing injected.
         """
         t0 = time.monotonic()
-        nodes = set(self.target.endpoints().entry_nodes)
+        want = {r for r in self.region_names if r not in lost}
         while True:
             now = time.monotonic()
             snap = tl.copy()
-            seen = {o.node for o in snap.nodes if o.ok and o.version}
-            cp_seen = any(c.version for c in snap.cp if c.source == "poll")
-            if now - t0 >= baseline and seen == nodes and cp_seen:
+            latest: dict[str, NodeObs] = {}
+            for o in snap.nodes:
+                if o.t >= t0 and o.node in nodes:
+                    latest[o.node] = o
+            steady = {n for n, o in latest.items() if o.ok and o.version and want <= set(o.routable)}
+            cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)
+            if now - t0 >= baseline and steady == set(nodes) and cp_seen:
                 return
             if observer.error is not None or now - t0 > timeout:
                 raise TargetUnreachable(
-                    f"steady state not observed within {timeout:g} s before injecting: entry nodes answering "
-                    f"{sorted(seen)} of {sorted(nodes)}, control plane {'seen' if cp_seen else 'not seen'}; "
-                    "nothing was injected")
+                    f"steady state not observed within {timeout:g} s before injecting: entry nodes routing to "
+                    f"{sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
+                    f"{'seen' if cp_seen else 'not seen'}; nothing was injected")
             time.sleep(0.05)
 
     def _revert(self, active: ActiveFault, reason: str | None) -> None:
@@ -218,10 +259,12 @@ class Drill:
                 w.aborted = reason
             self.ledger.remove(active.ledger_id)
 
-    def _wait_restored(self, active: ActiveFault, timeout: float) -> None:
-        """Wait until every entry node routes to every region again; record ``t_restored``."""
-        regions = set(self.region_names)
-        nodes = set(self.target.endpoints().entry_nodes)
+    def _wait_restored(self, active: ActiveFault, timeout: float, still_lost: tuple[str, ...] = ()) -> None:
+        """Wait until every entry node outside *still_lost* routes to every region outside it
+        again; record ``t_restored``."""
+        regions = {r for r in self.region_names if r not in still_lost}
+        ep = self.target.endpoints()
+        nodes = {n for n in ep.entry_nodes if ep.node_region(n) not in still_lost}
         deadline = time.monotonic() + timeout
         w = active.window
         assert w.t_revert is not None
@@ -230,6 +273,7 @@ class Drill:
             for o in active.result.timeline.copy().nodes:
                 if o.t > w.t_revert:
                     latest[o.node] = o
+            latest = {n: o for n, o in latest.items() if n in nodes}
             if set(latest) == nodes and all(o.ok and set(o.routable) == regions for o in latest.values()):
                 w.t_restored = max(o.t for o in latest.values())
                 active.result.timeline.mark(w.t_restored, "restored")
@@ -314,10 +358,11 @@ class Drill:
             reason = (f"client error ratio {ratio:.0%} above {self.slo.stop_error_ratio:.0%} for "
                       f"{now - self._breach_since:.1f} s (stop after {self.slo.stop_after:g} s)")
             active.result.timeline.mark(now, "stop_condition", reason)
-            try:
-                self._revert(active, reason)
-            except RestoreIncomplete:
-                log.exception("stop condition could not revert")
+            for f in reversed(list(self._stack)):  # innermost first: the exact inverse order
+                try:
+                    self._revert(f, reason)
+                except RestoreIncomplete:
+                    log.exception("stop condition could not revert %s", f.window.kind)
 
     def _progress_line(self, active: ActiveFault | None, now: float, ratio: float) -> str:
         if active is None:

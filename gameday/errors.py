@@ -11,6 +11,7 @@ Every error gameday raises on purpose derives from :class:`GamedayError`::
     │   └── RestoreIncomplete       a revert failed; the ledger still holds the entry
     ├── LoadError                   the load generator failed to start or report
     ├── DrillAborted                a stop condition fired; the fault was reverted
+    ├── DrillRefused                the drill would break more than capacity allows; nothing injected
     └── TransientError              a retryable failure (timeouts, connection refused)
 
 SLO breaches are *not* errors: they are plain ``AssertionError`` whose message says
@@ -62,6 +63,10 @@ class LoadError(GamedayError):
 
 class DrillAborted(GamedayError):
     """A stop condition fired during a drill; the fault was reverted at once."""
+
+
+class DrillRefused(GamedayError):
+    """A drill was refused up front (e.g. N-2 capacity does not hold); nothing was injected."""
 
 
 class TransientError(GamedayError):

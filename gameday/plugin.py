@@ -59,8 +59,9 @@ def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gameday: a destructive drill - breaks the federation on purpose and restores it "
-        "(needs the `drill` fixture; never runs concurrently with another drill on the same federation)",
+        "gameday(*, rate=None, users=None): a destructive drill - breaks the federation on purpose and "
+        "restores it (needs the `drill` fixture; never runs concurrently with another drill on the same "
+        "federation); rate/users override the load for this test",
     )
     config.addinivalue_line(
         "markers",
@@ -144,6 +145,12 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
     state = pytestconfig.stash[STATE_KEY]
     with gsession.federation(pytestconfig, state) as target:
         yield target
+
+
+@pytest.fixture(scope="session")
+def topology(pytestconfig: pytest.Config) -> Any:
+    """The validated :class:`gameday.topology.Topology` the session runs on."""
+    return pytestconfig.stash[STATE_KEY].topology
 
 
 @pytest.fixture

@@ -122,14 +122,35 @@ def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
         target.down()
 
 
+@dataclass(frozen=True, kw_only=True)
+class GamedayMarker:
+    """``@pytest.mark.gameday(rate=..., users=...)``: per-test load overrides."""
+
+    rate: float | None = None
+    users: int | None = None
+
+    @classmethod
+    def of(cls, node: pytest.Item) -> GamedayMarker:
+        m = node.get_closest_marker("gameday")
+        if m is None:
+            return cls()
+        if m.args:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday takes keyword arguments only")
+        try:
+            return cls(**m.kwargs)
+        except TypeError as exc:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday: {exc} (valid: rate, users)") from exc
+
+
 @contextmanager
 def load(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item) -> Iterator[LoadRunner]:
     assert state.topology is not None
     s = state.settings.load
+    marker = GamedayMarker.of(node)
     runner = LoadRunner(
         target.endpoints(),
-        users=s.users or state.topology.load.users,
-        rate=s.rate or state.topology.load.rate,
+        users=marker.users or s.users or state.topology.load.users,
+        rate=marker.rate or s.rate or state.topology.load.rate,
         workdir=state.run_dir / "load" / _safe(node.nodeid),
         locustfile=s.locustfile,
         workers=s.workers,

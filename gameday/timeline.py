@@ -32,7 +32,10 @@ class DnsObs:
     t: float
     ok: bool
     regions: tuple[str, ...] = ()
+    """The distinct regions named by this tick's answers."""
     ttl: int | None = None
+    answers: tuple[str, ...] = ()
+    """One region per answered query of the tick (for answer shares)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gameday.errors import ConfigError
 
+#: Key of the global tier's cluster in :attr:`Topology.contexts` (not a region name).
+GLOBAL_CLUSTER = "global"
+
 #: The topology used when none is given.
 DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "clusters" / "local.yaml"
 
@@ -78,6 +81,18 @@ class ControlPlane(_Model):
     """Seconds each version broadcast is held back (the calibrated sync delay)."""
 
 
+class Defects(_Model):
+    """Deliberate misconfigurations, for negative controls: a federation that is broken on
+    purpose so a verdict can be shown to fail. Never set these for a real drill."""
+
+    proxy_never_refresh: list[str] = Field(default_factory=list)
+    """Regions whose proxy hears broadcasts but never pulls the diff (stale snapshot)."""
+    gateway_no_fallback: list[str] = Field(default_factory=list)
+    """Regions whose gateway has local fallback disabled (R7 broken)."""
+    gslb_ignore_weights: bool = False
+    """The GSLB answers uniformly instead of by weight (R8 broken)."""
+
+
 class Region(_Model):
     """One region (one cluster) of the federation."""
 
@@ -133,7 +148,12 @@ class Topology(_Model):
     timing: Timing = Field(default_factory=Timing)  # type: ignore[arg-type]
     control_plane: ControlPlane = Field(default_factory=ControlPlane)  # type: ignore[arg-type]
     load: Load = Field(default_factory=Load)  # type: ignore[arg-type]
+    defects: Defects = Field(default_factory=Defects)  # type: ignore[arg-type]
     regions: list[Region] = Field(min_length=1, max_length=250)
+    contexts: dict[str, str] | None = None
+    """kube/kind targets: the kubeconfig context of each cluster, ``{region: context}``
+    plus the global tier under the key ``global`` (control plane, GSLB, NATS). Every
+    region and ``global`` need one; ``None`` for the local target, which has no clusters."""
 
     @field_validator("zone")
     @classmethod
@@ -164,9 +184,34 @@ class Topology(_Model):
                 )
             if r.fallback == r.name:
                 raise ValueError(f"regions[{i}].fallback: a region cannot fall back to itself ({r.name!r})")
+        for fld in ("proxy_never_refresh", "gateway_no_fallback"):
+            for r in getattr(self.defects, fld):
+                if r not in seen:
+                    raise ValueError(f"defects.{fld}: got {r!r}, expected one of {sorted(seen)}")
+        if self.contexts is not None:
+            self._check_contexts(self.contexts, names)
         if self.primary is not None and self.primary not in seen:
             raise ValueError(f"primary: got {self.primary!r}, expected one of {sorted(seen)}")
         return self
+
+    @staticmethod
+    def _check_contexts(contexts: dict[str, str], names: list[str]) -> None:
+        if GLOBAL_CLUSTER in names:
+            raise ValueError(f"contexts: a region may not be called {GLOBAL_CLUSTER!r} when contexts are "
+                             "given: that key names the global tier's cluster")
+        expected = [*names, GLOBAL_CLUSTER]
+        unknown = sorted(set(contexts) - set(expected))
+        if unknown:
+            raise ValueError(f"contexts: unknown key(s) {unknown}, expected region names or "
+                             f"{GLOBAL_CLUSTER!r} ({', '.join(expected)})")
+        missing = [n for n in expected if n not in contexts]
+        if missing:
+            raise ValueError(f"contexts: no context for {missing}; every region and {GLOBAL_CLUSTER!r} "
+                             "need a kubeconfig context")
+        for key, ctx in contexts.items():
+            if not ctx.strip() or len(ctx) > 253:
+                raise ValueError(f"contexts.{key}: got {ctx!r}, expected a kubeconfig context name "
+                                 "(1..253 characters)")
 
     @property
     def primary_region(self) -> str:
@@ -208,7 +253,7 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
     for err in exc.errors():
         loc = _loc(tuple(err["loc"]))
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if msg.startswith("regions[") or msg.startswith("primary:"):
+        if msg.startswith(("regions[", "primary:", "defects.", "contexts")):
             lines.append(f"{source}: {msg}")
             continue
         if err["type"] == "extra_forbidden":

@@ -18,6 +18,24 @@ sync_delay          no          the control plane holds each broadcast back
                                 ``seconds`` (param); revert restores the old delay
 probe_flap          yes         the region gateway's /readyz fails ``down`` s out of
                                 every ``period`` s (params); revert makes it healthy
+gateway_blip        yes         the region gateway's /readyz fails once for ``seconds``
+                                (param) and then recovers by itself (a probe blip,
+                                R2); revert makes it healthy at once
+gateway_unready     yes         the region gateway's /readyz fails until reverted (the
+                                gateway still serves: only health checks see it)
+instances_unready   yes         every app instance of the region fails /readyz (their
+                                /livez stays fine): no ready local replica, the
+                                gateway must fall back (R7); revert makes them ready
+instances_hung      yes         every app instance of the region is frozen (SIGSTOP):
+                                upstream attempts time out, the gateway must retry in
+                                another region (R7); revert SIGCONT
+proxy_cut_off       yes         the region's local proxy drops every version broadcast
+                                (cut off from the control plane, R6); revert lets it
+                                hear them again
+region_labels       yes         the region agent's labels (slow state) are replaced by
+                                ``labels`` (param); nothing reaches the global snapshot
+                                until the next full reconciliation pass (R3); revert
+                                puts the old labels back and runs the full pass
 ==================  ==========  ====================================================
 """
 
@@ -47,6 +65,12 @@ CATALOGUE: dict[str, FaultKind] = {
         FaultKind("bus_down", False, False),
         FaultKind("sync_delay", False, False, ("seconds",)),
         FaultKind("probe_flap", True, False, ("period", "down")),
+        FaultKind("gateway_blip", True, False, ("seconds",)),
+        FaultKind("gateway_unready", True, True),
+        FaultKind("instances_unready", True, True),
+        FaultKind("instances_hung", True, True),
+        FaultKind("proxy_cut_off", True, False),
+        FaultKind("region_labels", True, False, ("labels",)),
     )
 }
 

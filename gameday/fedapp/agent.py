@@ -127,6 +127,7 @@ class Agent:
         self.heartbeats = 0
         self.readyz_fault = ReadyzFault()
         self._kick = asyncio.Event()
+        self._publish_failing = False
         self._stop = asyncio.Event()
         self._nc: Any = None
         self._js: Any = None
@@ -160,7 +161,15 @@ class Agent:
         """Connect to NATS (retrying; probing runs meanwhile), then heartbeat and publish."""
         self._nc = await connect_nats(self.spec.nats_url, f"agent-{self.region}", self.log)
         self._js = self._nc.jetstream()
-        await self._nc.subscribe(agent_state_subject(self.run_id, self.region), cb=self._on_state_request)
+        while not stop.is_set():
+            try:
+                await self._nc.subscribe(agent_state_subject(self.run_id, self.region),
+                                         cb=self._on_state_request)
+                break
+            except BUS_ERRORS as exc:
+                self.log("subscribe_failed", error=repr(exc))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=RETRY_PAUSE)
         self.log("bus_ready", region=self.region)
         await asyncio.gather(
             every(self.timing.heartbeat_interval, self._heartbeat, stop),
@@ -211,11 +220,16 @@ class Agent:
                                            headers={"Nats-Msg-Id": f"{ev.epoch}-{ev.seq}"})
                 except BUS_ERRORS as exc:
                     self.publish_failures += 1
-                    self.log("publish_failed", key=key, seq=ev.seq, error=type(exc).__name__,
-                             pending=len(self.pending))
+                    if not self._publish_failing:  # one line per outage, not one per retry
+                        self.log("publish_failed", key=key, seq=ev.seq, error=type(exc).__name__,
+                                 pending=len(self.pending))
+                    self._publish_failing = True
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), timeout=RETRY_PAUSE)
                     break
+                if self._publish_failing:
+                    self._publish_failing = False
+                    self.log("publish_recovered", pending=len(self.pending))
                 if self.pending.get(key) is ev:
                     del self.pending[key]
                 self.events_published += 1

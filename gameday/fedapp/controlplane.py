@@ -78,6 +78,8 @@ CONSUMER = "cp"
 """Durable name of the control plane's pull consumer on the events stream."""
 AGENT_STATE_TIMEOUT = 1.0
 """Seconds to wait for one agent's state reply during a reconciliation pass."""
+SYNC_RETRY = 2.0
+"""Seconds before a heartbeating agent that did not answer a state request is asked again."""
 BACKLOG_POLL = 0.5
 ALIVE_CHECK = 0.1
 FETCH_BATCH = 128
@@ -156,6 +158,7 @@ class ControlPlane:
         self._alive_baseline = now
         self.last_heard: dict[str, float] = {}
         self.epochs: dict[str, int] = {}
+        self._sync_not_before: dict[str, float] = {}
 
         self._lock = asyncio.Lock()
         self._reconcile_lock = asyncio.Lock()
@@ -168,6 +171,7 @@ class ControlPlane:
         self._js: Any = None
         self._kv: Any = None
         self._sub: Any = None
+        self._subscribed = False
 
     # -- lifecycle ------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -188,8 +192,6 @@ class ControlPlane:
             self._js = nc.jetstream()
             if not await self._setup_with_retry():
                 return
-            await nc.subscribe(heartbeat_subject(self.run_id, "*"), cb=self._on_heartbeat)
-            await nc.subscribe(diff_subject(self.run_id), cb=self._on_diff_request)
             self.ready = True
             self.log("ready", version=self.snapshot.version, state_mode=self._mode())
             self._reconcile_kick.set()  # start-up sync
@@ -241,6 +243,10 @@ class ControlPlane:
         if self.durable and self.snapshot.version == 0 and self._revision == 0:
             await self._load()
         await self._bind_consumer()
+        if not self._subscribed:
+            await self._nc.subscribe(heartbeat_subject(self.run_id, "*"), cb=self._on_heartbeat)
+            await self._nc.subscribe(diff_subject(self.run_id), cb=self._on_diff_request)
+            self._subscribed = True
 
     async def _bind_consumer(self) -> None:
         self._sub = await self._js.pull_subscribe(
@@ -320,7 +326,11 @@ class ControlPlane:
         """Reload the snapshot from KV after a conflict; on a bus error keep what we have."""
         try:
             entry = await self._kv.get(SNAPSHOT_KEY)
-        except nats.js.errors.KeyNotFoundError:
+        except nats.js.errors.KeyNotFoundError as exc:
+            # The stored snapshot is gone (a bus that lost its store): write ours afresh.
+            gone = getattr(exc, "entry", None)
+            self._revision = int(getattr(gone, "revision", 0) or 0)
+            self.log("stored_state_missing", version=self.snapshot.version, revision=self._revision)
             return
         except BUS_ERRORS as exc:
             self.log("reload_failed", error=repr(exc))
@@ -460,7 +470,8 @@ class ControlPlane:
             epoch = 0
         if self.snapshot.entries.get(alive_key(region)) != {"alive": True}:
             self._alive_kick.set()
-        if epoch and self.epochs.get(region) != epoch:
+        now = time.monotonic()
+        if epoch and self.epochs.get(region) != epoch and now >= self._sync_not_before.get(region, 0.0):
             first = region not in self.epochs
             self.epochs[region] = epoch
             if self.ready:
@@ -567,6 +578,10 @@ class ControlPlane:
             before = self.snapshot.version
             if got:
                 await self.mutate(fn)
+            for r in set(targets) - set(got):
+                # forget the agent's epoch: a heartbeat retries this region (not too often)
+                self.epochs.pop(r, None)
+                self._sync_not_before[r] = time.monotonic() + SYNC_RETRY
             full = regions is None
             if full:
                 self.reconcile_passes += 1

@@ -171,6 +171,10 @@ class LocalFederation:
                 if c.role != "nats":
                     self.start_component(name, wait=False)
             self.wait_ready(timeout)
+            # Negative-control defect: proxies that stop refreshing once the federation runs
+            # (at start-up they would never become ready, which is a different failure).
+            for region in self.spec.topology.defects.proxy_never_refresh:
+                self.admin(f"proxy-{region}", {"never_refresh": True})
         except BaseException:
             self.stop()
             raise

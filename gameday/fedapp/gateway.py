@@ -117,7 +117,8 @@ class Gateway:
         self.locals = [LocalInstance(spec=i) for i in region.instances]
         self._rr = itertools.count()
         self.ready_fault = ReadyzFault()
-        self.fallback_enabled = True
+        # A topology defect (negative controls) can start the gateway without fallback.
+        self.fallback_enabled = region.name not in spec.topology.defects.gateway_no_fallback
         self.requests_total = 0
         self.fallbacks_total = 0
         self.errors_total = 0

@@ -186,7 +186,7 @@ class Gslb:
             log=log,
             on_change=self._on_cp_change,
         )
-        self.ignore_weights = False
+        self.ignore_weights = spec.topology.defects.gslb_ignore_weights  # a negative-control defect
         self.fail_open = False
         self.fail_open_answers = 0
         self.queries: dict[str, int] = {}

@@ -175,7 +175,7 @@ class Observer:
 
         results = await asyncio.gather(*[one() for _ in range(self.dns_samples)], return_exceptions=True)
         now = time.monotonic()
-        regions: set[str] = set()
+        answers: list[str] = []
         ttl = None
         ok = False
         for res in results:
@@ -183,8 +183,8 @@ class Observer:
                 continue
             ok = True
             addrs, ttl = res
-            regions.update(self.addr_region.get(a, a) for a in addrs)
-        self.tl.add(DnsObs(now, ok, tuple(sorted(regions)), ttl))
+            answers += [self.addr_region.get(a, a) for a in addrs]
+        self.tl.add(DnsObs(now, ok, tuple(sorted(set(answers))), ttl, tuple(answers)))
 
     async def _node(self, http: httpx.AsyncClient, node: str, url: str) -> None:
         sent = time.monotonic()

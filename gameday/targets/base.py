@@ -45,10 +45,28 @@ class Endpoints:
     """Set where the harness may subscribe to the version broadcast directly."""
     broadcast_subject: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    gslb: str | None = None
+    """GSLB ``/status`` URL: per-region ``healthy``, ``weight``, ``effective_weight``,
+    ``ramp_progress``, ``since_change_s`` (the conformance suite reads health and ramps here)."""
+    agents: dict[str, str] = field(default_factory=dict)
+    """Region -> its region agent's ``/status`` URL (probe counters for R2)."""
+    snapshot: str | None = None
+    """Control plane ``GET /snapshot`` URL: ``{"version", "entries", ...}``, the global
+    snapshot as the control plane holds it (slow state and merged labels for R3)."""
 
     def node_region(self, node: str) -> str:
         """``gateway-b`` -> ``b``."""
         return node.split("-", 1)[1]
+
+    @staticmethod
+    def sibling(status_url: str, path: str) -> str:
+        """Another endpoint of the component whose ``/status`` URL is *status_url*.
+
+        Every component serves ``/livez``, ``/readyz``, ``/status``, ``/metrics`` under one
+        base (the wire contract), so ``sibling(".../status", "/metrics")`` is its metrics.
+        """
+        base = status_url[: -len("/status")] if status_url.endswith("/status") else status_url.rstrip("/")
+        return base + path
 
 
 @runtime_checkable
@@ -86,3 +104,22 @@ class Target(Protocol):
 
     def ref(self) -> dict[str, Any]:
         """How ``gameday restore`` re-attaches to this target (written to the ledger)."""
+
+    def reconcile(self) -> dict[str, Any]:
+        """Run the control plane's slow full reconciliation pass now (R3), as its periodic
+        timer would, and return its report (``{"full": True, "replied": [...], "missing":
+        [...], "version": int, ...}``). Changes nothing by itself: it only folds the regions'
+        current slow state (labels, quotas) into the global snapshot.
+        Local: ``POST /admin/reconcile`` on the control plane."""
+
+    def release_plan(self) -> list[str]:
+        """The order in which a release updates the regions (R12): a standby region first,
+        the primary last. Local: :func:`gameday.release.plan_release` over the topology;
+        kind/kube: the order their rollout really uses."""
+
+    def rollout_region(self, region: str) -> None:
+        """Roll the app of *region* (one release step): replace its instances one at a
+        time, each ready before the next, and return when all are ready again.
+        Local: restart the app processes; kind/kube: a rollout restart of the region's app
+        Deployment, waiting for ``rollout status``. Raises :class:`gameday.errors.TargetError`
+        if an instance does not come back ready."""

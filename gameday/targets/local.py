@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetUnreachable
+import httpx
+
+from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
 from gameday.fedapp.federation import LocalFederation
 from gameday.fedapp.wire import broadcast_subject
+from gameday.release import plan_release
 from gameday.targets.base import Endpoints, RegionInfo
 from gameday.topology import Topology
+
+INSTANCE_READY_TIMEOUT = 15.0
+"""Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
 
 
 class LocalTarget:
@@ -68,6 +75,9 @@ class LocalTarget:
             nats_url=s.nats_url,
             broadcast_subject=broadcast_subject(s.run_id),
             extra={"gslb_status": s.gslb_http.url + "/status", "logs": str(self.fed.logdir)},
+            gslb=s.gslb_http.url + "/status",
+            agents={r.name: r.agent.url + "/status" for r in s.regions},
+            snapshot=s.control_plane.url + "/snapshot",
         )
 
     def check_health(self, timeout: float) -> None:
@@ -96,6 +106,21 @@ class LocalTarget:
         elif kind == "probe_flap":
             f.set_readyz_fault(f"gateway-{region}", {"readyz": "flap", "period": float(params.get("period", 1.0)),
                                                      "down": float(params.get("down", 0.3))})
+        elif kind == "gateway_blip":
+            f.set_readyz_fault(f"gateway-{region}", {"readyz": "fail", "seconds": float(params["seconds"])})
+        elif kind == "gateway_unready":
+            f.set_readyz_fault(f"gateway-{region}", {"readyz": "fail"})
+        elif kind == "instances_unready":
+            for name in self._apps(str(region)):
+                f.set_readyz_fault(name, {"readyz": "fail"})
+        elif kind == "instances_hung":
+            for name in self._apps(str(region)):
+                f.pause(name)
+        elif kind == "proxy_cut_off":
+            f.admin(f"proxy-{region}", {"drop_broadcasts": True})
+        elif kind == "region_labels":
+            params["previous"] = dict(self._agent_slow(str(region))["labels"])  # recorded for the exact revert
+            f.admin(f"agent-{region}", {"labels": dict(params["labels"])}, path="/admin/slow")
         else:
             raise ConfigError(f"local target: unknown fault {kind!r}")
 
@@ -115,12 +140,75 @@ class LocalTarget:
                 f.start_component("nats")
             elif kind == "sync_delay":
                 f.set_broadcast_delay(float(params.get("previous", 0.0)))
-            elif kind == "probe_flap":
+            elif kind in ("probe_flap", "gateway_blip", "gateway_unready"):
                 f.set_readyz_fault(f"gateway-{region}", {"readyz": "ok"})
+            elif kind == "instances_unready":
+                for name in self._apps(str(region)):
+                    f.set_readyz_fault(name, {"readyz": "ok"})
+            elif kind == "instances_hung":
+                for name in self._apps(str(region)):
+                    f.resume(name)
+            elif kind == "proxy_cut_off":
+                f.admin(f"proxy-{region}", {"drop_broadcasts": False})
+            elif kind == "region_labels":
+                if "previous" in params:  # absent: the injection never changed anything
+                    f.admin(f"agent-{region}", {"labels": dict(params["previous"])}, path="/admin/slow")
+                # The snapshot only learns slow state on the full pass: run it, so the
+                # federation is as it was before the injection (not just the agent).
+                f.admin("controlplane", {}, path="/admin/reconcile")
             else:
                 raise ConfigError(f"local target: unknown fault {kind!r}")
         except ComponentFailed as exc:
             raise FaultError(f"reverting {kind} {region or ''}: {exc}") from exc
+
+    def _apps(self, region: str) -> list[str]:
+        return [n for n in self.fed.region_components(region) if self.fed.components[n].role == "app"]
+
+    def _agent_slow(self, region: str) -> dict[str, Any]:
+        try:
+            slow: dict[str, Any] = self.fed.get_json(f"agent-{region}")["slow"]
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise FaultError(f"agent-{region}: cannot read its slow state from /status: {exc!r}") from exc
+        return slow
+
+    # -- slow state and releases ------------------------------------------------------------
+    def reconcile(self) -> dict[str, Any]:
+        try:
+            return self.fed.admin("controlplane", {}, path="/admin/reconcile")
+        except FaultError as exc:
+            raise TargetError(f"full reconciliation pass failed: {exc}") from exc
+
+    def release_plan(self) -> list[str]:
+        return plan_release(self.regions(), self.topology.primary_region)
+
+    def rollout_region(self, region: str) -> None:
+        """Restart the region's app instances one at a time; each must be ready again (its
+        own ``/readyz`` and in its gateway's ready set) before the next one goes."""
+        for name in self._apps(region):
+            try:
+                self.fed.stop_component(name, signal.SIGTERM)
+            finally:
+                self.fed.start_component(name)  # never leave an instance down, whatever happened
+            self._wait_instance_ready(region, name)
+
+    def _wait_instance_ready(self, region: str, name: str) -> None:
+        instance = str(self.fed.components[name].instance)
+        deadline = time.monotonic() + INSTANCE_READY_TIMEOUT
+        seen = "nothing yet"
+        while time.monotonic() < deadline:
+            try:
+                own = self.fed.get_json(name, "/readyz")
+                gw = self.fed.get_json(f"gateway-{region}")
+            except (httpx.HTTPError, ValueError) as exc:
+                seen = f"{type(exc).__name__}: {exc}"
+            else:
+                view = gw.get("local", {}).get(instance, {})
+                if own.get("ready") and view.get("ready") and not view.get("ejected"):
+                    return
+                seen = f"own /readyz {own}, gateway-{region} sees {view}"
+            time.sleep(0.05)
+        raise TargetError(f"{name} was restarted but is not ready within {INSTANCE_READY_TIMEOUT:g} s "
+                          f"(last seen: {seen}); see {self.fed.logdir / (name + '.log')}")
 
     # -- logs --------------------------------------------------------------------------------------
     def alarm_lines(self) -> Iterator[tuple[str, str]]:

@@ -154,9 +154,11 @@ class Check:
     detail: str
 
 
-def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float) -> Check:
+def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float,
+                  require_increments: bool = True) -> Check:
     """The control-plane version never decreases, increases for the fault and again for
-    the restore, and every entry node's version sequence is monotonic."""
+    the restore (unless *require_increments* is False), and every entry node's version
+    sequence is monotonic."""
     cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version is not None and c.t <= until]
     problems: list[str] = []
     # Polled versions and broadcast versions are separate sequences: a delayed broadcast
@@ -174,10 +176,12 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
     during = [c.version for c in cp if t_fault < c.t <= end_fault and c.version is not None]
     if before is None:
         problems.append("no control-plane version observed before the fault")
+    elif not require_increments:
+        pass
     elif not during or max(during) <= before:
         problems.append(f"control-plane version did not increase for the fault (stayed at v{before} "
                         f"until {_rel(end_fault, t_fault)})")
-    if t_restore is not None:
+    if t_restore is not None and require_increments:
         at_restore = max((c.version for c in cp if c.t <= t_restore and c.version is not None), default=None)
         after = [c.version for c in cp if c.t > t_restore and c.version is not None]
         if at_restore is not None and (not after or max(after) <= at_restore):

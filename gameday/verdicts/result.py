@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 from gameday.timeline import FaultWindow, Timeline
 from gameday.verdicts.capacity import dynamic_headroom, stale_alarms, static_headroom
-from gameday.verdicts.measure import Check, Figure, client_recovery, dns_convergence, switchover, version_check
+from gameday.verdicts.measure import (
+    Check,
+    Figure,
+    client_recovery,
+    dns_convergence,
+    error_ratio,
+    switchover,
+    version_check,
+)
 from gameday.settings import SLO
 
 
@@ -40,9 +48,15 @@ class DrillResult:
     offered: float
     margin: float
     lost: tuple[str, ...] = ()
+    already_lost: tuple[str, ...] = ()
+    """Regions out because of an enclosing fault (nested drills, N-2)."""
     started: float = field(default_factory=time.monotonic)
     round: int = 0
     seed: int = 0
+    weights: Mapping[str, float] = field(default_factory=dict)
+    """Region -> static DNS weight (for answer shares)."""
+    notes: dict[str, object] = field(default_factory=dict)
+    """Extra figures a drill records (inside the fault block) for the report."""
 
     # -- figures -----------------------------------------------------------------------
     @property
@@ -71,17 +85,24 @@ class DrillResult:
         end = self.fault.t_restored or time.monotonic()
         return version_check(tl, self.fault.t_fault, self.fault.t_revert, end)
 
+    @property
+    def removes_region(self) -> bool:
+        """True when this fault took its region out of service (switchover is measured)."""
+        return self.fault.region is not None and self.fault.region in self.lost
+
     def figures(self) -> dict[str, Figure]:
         """Switchover, DNS convergence and client recovery (when a region failed)."""
-        if self.fault.region is None:
+        if not self.removes_region:
             return {}
         return {f.name: f for f in (self.switchover(), self.dns_convergence(), self.client_recovery())}
 
     def stale_alarm_events(self) -> list[str]:
         tl = self.timeline.copy()
         end = self.fault.t_restored or time.monotonic()
+        # A proxy inside a region this drill cut off is stale for real; only survivors count.
         return [f"{a.node} at t{a.t - self.fault.t_fault:+.1f} s: {a.detail}"
-                for a in stale_alarms(tl.alarms, self.started, end)]
+                for a in stale_alarms(tl.alarms, self.started, end)
+                if a.node.split("-", 1)[-1] not in self.lost]
 
     # -- assertions ----------------------------------------------------------------------
     def assert_switchover_under(self, limit: float | None = None) -> Figure:
@@ -116,6 +137,88 @@ class DrillResult:
         if not c.passed:
             raise AssertionError(f"version check failed: {c.detail}")
         return c
+
+    def assert_versions_monotonic(self) -> Check:
+        """Versions never go back (for faults that change no routing, e.g. the control plane down)."""
+        tl = self.timeline.copy()
+        end = self.fault.t_restored or time.monotonic()
+        c = version_check(tl, self.fault.t_fault, self.fault.t_revert, end, require_increments=False)
+        if not c.passed:
+            raise AssertionError(f"version check failed: {c.detail}")
+        return c
+
+    def client_error_ratio(self) -> tuple[float, int]:
+        """Client error ratio and request count between the fault and its revert."""
+        tl = self.timeline.copy()
+        reqs = [r for r in tl.requests if self.fault.t_fault <= r.t <= self._until]
+        return error_ratio(reqs), len(reqs)
+
+    def assert_error_ratio_under(self, limit: float | None = None) -> float:
+        """Traffic kept flowing: the client error ratio during the fault within *limit* (SLO)."""
+        limit = self.slo.error_ratio if limit is None else limit
+        ratio, n = self.client_error_ratio()
+        if n == 0:
+            raise AssertionError(f"no client requests recorded during {self.fault.kind}: is the load running?")
+        if ratio > limit:
+            raise AssertionError(f"client error ratio {ratio:.2%} of {n} requests during {self.fault.kind} "
+                                 f"({self._until - self.fault.t_fault:.1f} s), limit {limit:.2%}")
+        return ratio
+
+    def assert_no_route_changes(self) -> None:
+        """No oscillation: during the fault no entry node's routes changed, the control-plane
+        version stayed put, and the GSLB kept answering with every region it answered before."""
+        tl = self.timeline.copy()
+        t0, t1 = self.fault.t_fault, self._until
+        problems = []
+        before: dict[str, tuple[str, ...]] = {}
+        for o in sorted(tl.nodes, key=lambda o: o.t):
+            if not o.ok or o.t > t1:
+                continue
+            prev = before.get(o.node)
+            if o.t >= t0 and prev is not None and set(prev) != set(o.routable):
+                problems.append(f"{o.node} changed routes {sorted(prev)} -> {sorted(o.routable)} "
+                                f"at t{o.t - t0:+.1f} s")
+            before[o.node] = o.routable
+        cp = [c.version for c in tl.cp if c.source == "poll" and c.version is not None and t0 <= c.t <= t1]
+        if cp and max(cp) != min(cp):
+            problems.append(f"control-plane version moved v{min(cp)} -> v{max(cp)} during the fault")
+        if self.fault.region is not None:
+            answered = any(self.fault.region in d.regions for d in tl.dns if t0 + 1.0 <= d.t <= t1)
+            if not answered:
+                problems.append(f"the GSLB stopped answering with region {self.fault.region}")
+        if problems:
+            raise AssertionError("routes oscillated: " + "; ".join(problems[:6]))
+
+    def readmission_shares(self, window: float = 2.0) -> tuple[float, float, float]:
+        """DNS answer share of the returning region in the first and last *window* seconds
+        after it was restored, and its share by static weight."""
+        region = self._region()
+        tl = self.timeline.copy()
+        t_back = self.fault.t_restored or self._until
+        after = [d for d in tl.dns if d.ok and d.t >= t_back]
+        if not after:
+            return 0.0, 0.0, 0.0
+        end = after[-1].t
+
+        def share(lo: float, hi: float) -> float:
+            answers = [a for d in after if lo <= d.t <= hi for a in d.answers]
+            return answers.count(region) / len(answers) if answers else 0.0
+
+        weights = {r: c for r, c in self.weights.items() if r not in self.already_lost}
+        return share(t_back, t_back + window), share(end - window, end), weights[region] / sum(weights.values())
+
+    def assert_gradual_readmission(self, window: float = 2.0) -> tuple[float, float, float]:
+        """R10: the returning region comes back on a weight ramp: its DNS share right after the
+        restore is well below its share at the end of the observation and below its weight."""
+        early, late, full = self.readmission_shares(window)
+        if late <= 0:
+            raise AssertionError(f"region {self.fault.region} never got DNS answers after the restore "
+                                 f"(observed until t{self._until - self.fault.t_fault:+.1f} s)")
+        if not early < 0.6 * late or not early < 0.6 * full:
+            raise AssertionError(
+                f"region {self.fault.region} came back at once, not on a ramp: DNS share {early:.0%} in the "
+                f"first {window:g} s after the restore, {late:.0%} at the end, {full:.0%} by weight")
+        return early, late, full
 
     def assert_headroom(self) -> list[Check]:
         """Static N-1 before the fault and dynamic headroom during it."""
@@ -153,7 +256,10 @@ class DrillResult:
         }
         for name, f in self.figures().items():
             out[name] = f.as_dict()
-        v = self.versions()
+        end = self.fault.t_restored or time.monotonic()
+        v = version_check(self.timeline.copy(), self.fault.t_fault, self.fault.t_revert, end,
+                          require_increments=self.removes_region)
         out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = self.stale_alarm_events()
+        out.update(self.notes)
         return out

@@ -55,7 +55,7 @@ async def until(pred: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 def run(coro_fn: Callable[[], Any]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), timeout=40))
+    asyncio.run(asyncio.wait_for(coro_fn(), timeout=60))
 
 
 class Targets:
@@ -123,7 +123,7 @@ async def agent_ready(http: httpx.AsyncClient, spec: FederationSpec, proc: subpr
         except httpx.HTTPError:
             return False
 
-    await until(ok, 10, "agent /readyz")
+    await until(ok, 20, "agent /readyz")
     return url
 
 
@@ -316,7 +316,7 @@ def test_changes_while_the_bus_is_down_are_published_when_it_is_back(
             js = nc.jetstream()
             await until(lambda: _eq(stored(), 4), 8, "the pending event stored after the bus came back")
             last = await js.get_last_msg(events_stream(spec.run_id), events_subject(spec.run_id, "a"))
-            ev = Event.from_bytes(last.data)
+            ev = Event.from_bytes(last.data or b"")
             assert (ev.key, ev.value) == (GW, {"healthy": False})
             assert ev.seq == 4
             await until(lambda: _pending_zero(http, url), 3, "nothing pending")
@@ -352,7 +352,7 @@ def test_agent_and_control_plane_end_to_end(nats_server: FederationSpec, compone
                 except httpx.HTTPError:
                     return False
 
-            await until(cp_ready, 10, "controlplane ready")
+            await until(cp_ready, 20, "controlplane ready")
             agent = component("agent", region="a")
             url = await agent_ready(http, spec, agent)
 

@@ -23,6 +23,7 @@ import pytest
 
 from gameday.fedapp.common import JsonLog
 from gameday.fedapp.controlplane import ControlPlane, ensure_jetstream
+from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
 from gameday.fedapp.spec import FederationSpec
 from gameday.fedapp.wire import (
     MERGED_SLOW_KEY,
@@ -88,7 +89,7 @@ class CP:
             except httpx.HTTPError:
                 return False
 
-        await until(ready, 10, "controlplane /readyz")
+        await until(ready, 20, "controlplane /readyz")
 
     async def stop(self) -> None:
         assert self.proc is not None
@@ -144,7 +145,7 @@ async def publish(js: Any, spec: FederationSpec, event: Event) -> None:
 
 
 def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), timeout=30))
+    asyncio.run(asyncio.wait_for(coro_fn(), timeout=60))
 
 
 A1, A2 = instance_key("a", "a-1"), instance_key("a", "a-2")
@@ -449,9 +450,9 @@ def test_reconcile_picks_up_slow_state_and_primary_wins(
             assert snap2["entries"][A1] == {"healthy": False, "weight": 1}
             assert snap2["entries"][slow_key("b")]["labels"]["tier"] == "silver"
 
-            r = await http.post(f"{cp.url}/admin/reconcile")
-            assert r.status_code == 200
-            res = r.json()
+            resp = await http.post(f"{cp.url}/admin/reconcile")
+            assert resp.status_code == 200
+            res = resp.json()
             assert res["replied"] == ["a", "b"]
             assert res["missing"] == ["c"]
             snap3 = await cp.snapshot()
@@ -504,3 +505,63 @@ def test_two_replicas_cannot_fork_the_version(nats_server: FederationSpec, tmp_p
             await nc.close()
 
     run(body)
+
+
+def test_survives_a_bus_restart_and_resumes(spec: FederationSpec, component: Starter, tmp_path: Path) -> None:
+    """R1: the control plane keeps serving while NATS is down and resumes consuming after it is back."""
+    store, log = tmp_path / "js-own", tmp_path / "nats-own.log"
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def bus_start() -> None:
+        with log.open("ab") as out:
+            procs.append(subprocess.Popen(nats_server_argv("127.0.0.1", spec.nats_port, store),
+                                          stdout=out, stderr=out))
+        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", procs[-1], log)
+
+    def bus_stop() -> None:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(10)
+
+    bus_start()
+
+    async def body() -> None:
+        async with httpx.AsyncClient(timeout=2) as http:
+            cp = CP(spec, component, http)
+            await cp.start()
+            nc = await nats.connect(spec.nats_url)
+            js = nc.jetstream()
+            await publish(js, spec, ev(A1, 1, True))
+            await publish(js, spec, ev(A2, 2, True))
+            await cp.wait_version(2)
+            passes = (await cp.status())["reconcile"]["passes"]
+            await nc.close()
+
+            await asyncio.to_thread(bus_stop)
+            st = await until(lambda: _disconnected(cp), 5, "controlplane notices the bus is gone")
+            assert st["version"] == 2  # still serving its state
+            assert (await http.get(f"{cp.url}/livez")).status_code == 200
+
+            await asyncio.to_thread(bus_start)
+            nc = await nats.connect(spec.nats_url)
+            js = nc.jetstream()
+            await publish(js, spec, ev(A1, 3, False))
+            st = await cp.wait_version(3, timeout=10)
+            assert st["nats_connected"] is True
+            await until(lambda: _passes_above(cp, passes), 5, "a reconciliation pass after the reconnect")
+            await nc.close()
+
+    try:
+        run(body)
+    finally:
+        bus_stop()
+
+
+async def _disconnected(cp: CP) -> dict[str, Any] | None:
+    st = await cp.status()
+    return None if st["nats_connected"] else st
+
+
+async def _passes_above(cp: CP, n: int) -> bool:
+    return bool((await cp.status())["reconcile"]["passes"] > n)
