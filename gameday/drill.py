@@ -35,6 +35,9 @@ from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
 
+#: Faults that isolate every process of their region (its proxy is stale for real).
+CUTS_OFF_REGION = frozenset({"region_blackhole"})
+
 
 @dataclass
 class ActiveFault:
@@ -166,6 +169,7 @@ class Drill:
                 capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
+                cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
             )
             active = ActiveFault(window, result, observer, entry.id)
             self._stack.append(active)
@@ -269,12 +273,19 @@ class Drill:
         w = active.window
         assert w.t_revert is not None
         while time.monotonic() < deadline:
+            snap = active.result.timeline.copy()
             latest: dict[str, NodeObs] = {}
-            for o in active.result.timeline.copy().nodes:
-                if o.t > w.t_revert:
+            for o in snap.nodes:
+                if o.t > w.t_revert and o.node in nodes:
                     latest[o.node] = o
-            latest = {n: o for n, o in latest.items() if n in nodes}
-            if set(latest) == nodes and all(o.ok and set(o.routable) == regions for o in latest.values()):
+            routes_back = set(latest) == nodes and all(o.ok and set(o.routable) == regions
+                                                       for o in latest.values())
+            # The control plane must answer again too, with a version that has held for 0.5 s:
+            # a restarted control plane's version is part of what the version check judges.
+            cp = [c for c in snap.cp if c.source == "poll" and c.t > w.t_revert and c.version is not None]
+            cp_settled = bool(cp) and all(c.version == cp[-1].version for c in cp if c.t >= cp[-1].t - 0.5) \
+                and cp[-1].t - cp[0].t >= 0.5
+            if routes_back and cp_settled:
                 w.t_restored = max(o.t for o in latest.values())
                 active.result.timeline.mark(w.t_restored, "restored")
                 return

@@ -15,6 +15,7 @@ region before the next is touched and stopping at the first failed verification:
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ def check_release_order(plan: Sequence[str], regions: Sequence[RegionInfo], prim
         problems.append(f"the primary {primary!r} must be released last, plan ends with {plan[-1]!r} "
                         f"(position of {primary!r}: {list(plan).index(primary) + 1} of {len(plan)})")
     rest = [n for n in plan if n != primary]
-    for a, b in zip(rest, rest[1:], strict=False):
+    for a, b in itertools.pairwise(rest):
         if weight[b] < weight[a]:
             problems.append(f"{a!r} (weight {weight[a]:g}) is released before {b!r} (weight {weight[b]:g}): "
                             "lower-weight (standby) regions go first")
@@ -115,8 +116,8 @@ def run_release(
         except AssertionError as exc:
             done = [s.region for s in steps]
             raise AssertionError(
-                f"release halted at step {i + 1}/{len(plan)} (region {region}): {exc}; "
-                f"released and verified before it: {done or 'none'}; not touched: {list(plan[i + 1:]) or 'none'}"
+                f"release halted at step {i + 1}/{len(plan)} (region {region}): {exc}; released and "
+                f"verified before it: {done or 'none'}; not touched: {list(plan[i + 1:]) or 'none'}"
             ) from exc
         steps.append(ReleaseStep(region, started, rolled, clock()))
     return steps

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from gameday.drill import Drill
-from gameday.errors import ConfigError
+from gameday.errors import ConfigError, GamedayError
 from gameday.faults import Ledger
 from gameday.load.runner import LoadRunner
 from gameday.reports import allure_attach, table
@@ -104,9 +104,21 @@ def make_target(state: SessionState, workdir: Path) -> Target:
         from gameday.targets.local import LocalTarget  # noqa: PLC0415
 
         return LocalTarget(state.topology, workdir)
-    raise pytest.UsageError(
-        f"gameday: --gameday-target={name} is not available in this version; use 'local'. "
-        "(The kind and kube targets are tracked in their own issue.)")
+    # kind/kube: tools, kubeconfig contexts and the allow-list are checked here, when the
+    # target is built, so a missing piece fails the run before anything is created or broken.
+    s = state.settings
+    try:
+        if name == "kind":
+            from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
+
+            return KindTarget(state.topology, workdir, dry_run=s.dry_run)
+        if name == "kube":
+            from gameday.targets.kube import KubeTarget  # noqa: PLC0415  (imports kubernetes)
+
+            return KubeTarget(state.topology, workdir, allow=s.allow_context, dry_run=s.dry_run)
+    except GamedayError as exc:
+        raise pytest.UsageError(f"gameday: --gameday-target={name}: {exc}") from exc
+    raise pytest.UsageError(f"gameday: --gameday-target={name}: unknown target; expected local, kind or kube")
 
 
 @contextmanager

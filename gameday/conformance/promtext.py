@@ -33,7 +33,8 @@ class Metrics:
 
     def find(self, name: str, **labels: str) -> list[Sample]:
         """Samples called *name* whose labels include *labels*."""
-        return [s for s in self.samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+        return [s for s in self.samples
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
 
     def value(self, name: str, **labels: str) -> float | None:
         """The value of the one sample matching, summed if several match; None if none does."""
@@ -43,8 +44,8 @@ class Metrics:
     def histogram(self, name: str, **labels: str) -> list[tuple[float, float]]:
         """Cumulative buckets of histogram *name* as ``(upper bound, count)``, ascending
         (``+Inf`` last); empty if the histogram is not exposed."""
-        out = [(float(s.labels["le"]), s.value) for s in self.find(f"{name}_bucket", **labels) if "le" in s.labels]
-        return sorted(out)
+        found = self.find(f"{name}_bucket", **labels)
+        return sorted((float(s.labels["le"]), s.value) for s in found if "le" in s.labels)
 
 
 def parse(text: str) -> Metrics:
@@ -84,7 +85,10 @@ def parse(text: str) -> Metrics:
     return m
 
 
-def bucket_delta(after: list[tuple[float, float]], before: list[tuple[float, float]]) -> list[tuple[float, float]]:
+Buckets = list[tuple[float, float]]
+
+
+def bucket_delta(after: Buckets, before: Buckets) -> Buckets:
     """Cumulative buckets of the observations made between two scrapes of one histogram.
 
     Raises:
@@ -103,7 +107,7 @@ def bucket_delta(after: list[tuple[float, float]], before: list[tuple[float, flo
     return out
 
 
-def quantile_upper_bound(buckets: list[tuple[float, float]], q: float) -> float:
+def quantile_upper_bound(buckets: Buckets, q: float) -> float:
     """An upper bound of the *q* quantile: the upper bound of the first bucket whose
     cumulative count reaches ``q x total`` (``inf`` if that is the ``+Inf`` bucket,
     NaN when there are no observations).

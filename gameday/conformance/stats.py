@@ -28,7 +28,8 @@ def hoeffding_epsilon(n: int, delta: float = FALSE_FAILURE, checks: int = 1) -> 
         ValueError: *n* < 1, *delta* outside (0, 1), or *checks* < 1.
     """
     if n < 1 or not 0 < delta < 1 or checks < 1:
-        raise ValueError(f"need n >= 1, 0 < delta < 1, checks >= 1; got n={n}, delta={delta}, checks={checks}")
+        raise ValueError(f"need n >= 1, 0 < delta < 1, checks >= 1; got n={n}, delta={delta}, "
+                         f"checks={checks}")
     return math.sqrt(math.log(2 * checks / delta) / (2 * n))
 
 

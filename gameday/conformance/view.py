@@ -128,6 +128,20 @@ class FederationView:
         return Reply(url, r.status_code, elapsed, r.headers.get(SERVED_BY),
                      int(rv) if rv and rv.isdigit() else None)
 
+    def requests_for(self, urls: dict[str, str], seconds: float, max_rounds: int = 200,
+                     pause: float = 0.02) -> dict[str, list[Reply]]:
+        """Send one request to each of *urls* in turn, round after round, for *seconds*
+        (at most *max_rounds* rounds); return the replies per key of *urls*."""
+        out: dict[str, list[Reply]] = {k: [] for k in urls}
+        end = time.monotonic() + seconds
+        for _ in range(max_rounds):
+            for k, u in urls.items():
+                out[k].append(self.request(u))
+            if time.monotonic() >= end:
+                break
+            time.sleep(pause)
+        return out
+
     def gateway_work_url(self, region: str) -> str:
         """The app's ``/work`` through *region*'s gateway (its GSLB address and the gateway port)."""
         addr = next(r.gateway_address for r in self.regions if r.name == region)

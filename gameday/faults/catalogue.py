@@ -92,5 +92,6 @@ def check_fault(kind: str, region: str | None, params: dict[str, object], region
         raise ConfigError(f"fault {kind!r}: region {region!r} not in the topology ({', '.join(regions)})")
     unknown = set(params) - set(fk.params)
     if unknown:
-        raise ConfigError(f"fault {kind!r}: unknown parameter(s) {sorted(unknown)}; expected {list(fk.params)}")
+        raise ConfigError(f"fault {kind!r}: unknown parameter(s) {sorted(unknown)}; "
+                          f"expected {list(fk.params)}")
     return fk

@@ -23,6 +23,14 @@ def attach_target(name: str, ref: dict[str, Any]) -> Target:
         from gameday.targets.local import LocalTarget  # noqa: PLC0415
 
         return LocalTarget.attach(ref)
+    if name == "kube":
+        from gameday.targets.kube import KubeTarget  # noqa: PLC0415  (imports kubernetes)
+
+        return KubeTarget.attach(ref)
+    if name == "kind":
+        from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
+
+        return KindTarget.attach(ref)
     raise GamedayError(f"cannot restore target {name!r}: not supported in this version")
 
 

@@ -362,16 +362,17 @@ class LocalFederation:
         return dict(r.json()) if r.content else {}
 
     # -- readiness -----------------------------------------------------------------------
-    def wait_ready(self, timeout: float = 30.0) -> float:
-        """Wait until every component is ready, every entry node routes to every region at
-        the control plane's version, and the GSLB answers. Returns the seconds waited.
+    def wait_ready(self, timeout: float = 30.0, versions: bool = True) -> float:
+        """Wait until every component is ready, every entry node routes to every region (at
+        the control plane's version, with *versions*), and the GSLB answers. Returns the
+        seconds waited.
 
         Raises:
             ComponentFailed: a component died, or *timeout* passed; says which and why.
         """
         from gameday.fedapp.readiness import wait_ready  # noqa: PLC0415  (keeps dnspython out of imports)
 
-        return wait_ready(self, timeout)
+        return wait_ready(self, timeout, versions)
 
     def status_table(self) -> str:
         from gameday.fedapp.readiness import status_table  # noqa: PLC0415

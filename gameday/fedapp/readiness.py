@@ -25,8 +25,13 @@ def query_gslb(fed: LocalFederation, timeout: float = 0.5) -> list[str]:
     return [rr.address for rrset in resp.answer for rr in rrset if rr.rdtype == dns.rdatatype.A]
 
 
-def _not_ready(fed: LocalFederation) -> list[str]:
-    """Reasons the federation is not ready yet (empty when it is)."""
+def _not_ready(fed: LocalFederation, versions: bool = True) -> list[str]:
+    """Reasons the federation is not ready yet (empty when it is).
+
+    With *versions*, every entry node must also be at the control plane's version (the
+    bring-up criterion); without, routing to every region is enough (the pre-check
+    before a drill: a lagging node is for the stale-snapshot verdict to judge).
+    """
     reasons: list[str] = []
     for name, c in fed.components.items():
         if c.pid is None or not fed.is_running(name):
@@ -45,7 +50,8 @@ def _not_ready(fed: LocalFederation) -> list[str]:
         except (httpx.HTTPError, ValueError) as exc:
             reasons.append(f"{name}: {type(exc).__name__}")
             continue
-        if st.get("version") != version or sorted(st.get("routable_regions", [])) != sorted(regions):
+        behind = versions and st.get("version") != version
+        if behind or sorted(st.get("routable_regions", [])) != sorted(regions):
             reasons.append(f"{name}: v{st.get('version')} routes {st.get('routable_regions')} (cp v{version})")
     for name, c in fed.components.items():
         if c.role in ("app", "agent", "gslb"):
@@ -62,7 +68,7 @@ def _not_ready(fed: LocalFederation) -> list[str]:
     return reasons
 
 
-def wait_ready(fed: LocalFederation, timeout: float) -> float:
+def wait_ready(fed: LocalFederation, timeout: float, versions: bool = True) -> float:
     """Poll until :func:`_not_ready` is empty; return seconds waited.
 
     Raises:
@@ -71,7 +77,7 @@ def wait_ready(fed: LocalFederation, timeout: float) -> float:
     t0 = time.monotonic()
     reasons: list[str] = ["not checked"]
     while True:
-        reasons = _not_ready(fed)
+        reasons = _not_ready(fed, versions)
         if not reasons:
             return time.monotonic() - t0
         if time.monotonic() - t0 > timeout:

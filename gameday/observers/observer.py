@@ -89,7 +89,7 @@ class Observer:
     def _run(self) -> None:
         try:
             asyncio.run(self._main())
-        except Exception as exc:  # noqa: BLE001  (kept and re-raised by the drill in the test thread)
+        except Exception as exc:
             self.error = exc
             log.exception("observer stopped")
 

@@ -82,7 +82,7 @@ class LocalTarget:
 
     def check_health(self, timeout: float) -> None:
         try:
-            self.fed.wait_ready(timeout)
+            self.fed.wait_ready(timeout, versions=False)
         except ComponentFailed as exc:
             raise TargetUnreachable(f"local federation is not healthy, nothing was injected: {exc}") from exc
 
@@ -104,7 +104,8 @@ class LocalTarget:
             before = f.set_broadcast_delay(float(params.get("seconds", 0.0)))
             params["previous"] = before  # recorded so the revert is exact
         elif kind == "probe_flap":
-            f.set_readyz_fault(f"gateway-{region}", {"readyz": "flap", "period": float(params.get("period", 1.0)),
+            f.set_readyz_fault(f"gateway-{region}", {"readyz": "flap",
+                                                     "period": float(params.get("period", 1.0)),
                                                      "down": float(params.get("down", 0.3))})
         elif kind == "gateway_blip":
             f.set_readyz_fault(f"gateway-{region}", {"readyz": "fail", "seconds": float(params["seconds"])})
@@ -119,7 +120,8 @@ class LocalTarget:
         elif kind == "proxy_cut_off":
             f.admin(f"proxy-{region}", {"drop_broadcasts": True})
         elif kind == "region_labels":
-            params["previous"] = dict(self._agent_slow(str(region))["labels"])  # recorded for the exact revert
+            # the old labels are recorded (in the ledger too) so the revert is exact
+            params["previous"] = dict(self._agent_slow(str(region))["labels"])
             f.admin(f"agent-{region}", {"labels": dict(params["labels"])}, path="/admin/slow")
         else:
             raise ConfigError(f"local target: unknown fault {kind!r}")

@@ -11,6 +11,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from gameday.settings import SLO
 from gameday.timeline import FaultWindow, Timeline
 from gameday.verdicts.capacity import dynamic_headroom, stale_alarms, static_headroom
 from gameday.verdicts.measure import (
@@ -22,7 +23,6 @@ from gameday.verdicts.measure import (
     switchover,
     version_check,
 )
-from gameday.settings import SLO
 
 
 @dataclass
@@ -50,6 +50,8 @@ class DrillResult:
     lost: tuple[str, ...] = ()
     already_lost: tuple[str, ...] = ()
     """Regions out because of an enclosing fault (nested drills, N-2)."""
+    cut_off: tuple[str, ...] = ()
+    """Regions whose every process the fault froze (a blackhole): their proxies' alarms are real."""
     started: float = field(default_factory=time.monotonic)
     round: int = 0
     seed: int = 0
@@ -99,10 +101,11 @@ class DrillResult:
     def stale_alarm_events(self) -> list[str]:
         tl = self.timeline.copy()
         end = self.fault.t_restored or time.monotonic()
-        # A proxy inside a region this drill cut off is stale for real; only survivors count.
+        # A proxy inside a region this drill cut off from everything is stale for real: it
+        # does not count. Every other proxy must stay fresh.
         return [f"{a.node} at t{a.t - self.fault.t_fault:+.1f} s: {a.detail}"
                 for a in stale_alarms(tl.alarms, self.started, end)
-                if a.node.split("-", 1)[-1] not in self.lost]
+                if a.node.split("-", 1)[-1] not in self.cut_off]
 
     # -- assertions ----------------------------------------------------------------------
     def assert_switchover_under(self, limit: float | None = None) -> Figure:

@@ -12,7 +12,7 @@ def test_random_gateway_outage(drill, load):
         result = drill.observe_switchover(fault)
     result.assert_switchover_under()  # 180 s unless configured
     result.assert_dns_converged()
+    result.assert_headroom()  # capacity first: too little of it is why clients would not recover
     result.assert_client_recovered()
     result.assert_versions_incremented()
-    result.assert_headroom()
     result.assert_no_stale_snapshot_alarms()

@@ -1,0 +1,350 @@
+"""Every Kubernetes API call of the kube and kind targets, one ApiClient per cluster.
+
+The thin executor under :class:`gameday.targets.kube.KubeTarget`: it turns the
+:class:`~gameday.targets.k8s_plan.Op` values that :mod:`gameday.targets.k8s_plan`
+plans into calls of the official client (``kubernetes``), and reads the little the
+plans need (replica counts, node addresses, readiness, pod logs). It raises the
+client's own errors (:data:`API_ERRORS`); the kube target translates them into
+:mod:`gameday.errors` at its boundary. With :mod:`gameday.targets.kube` it is the only
+module that imports ``kubernetes``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from gameday.errors import ConfigError, TargetError
+from gameday.targets import k8s_objects as o
+from gameday.targets.k8s_plan import Op
+from gameday.topology import Topology
+
+FIELD_MANAGER = "gameday"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+REQUEST_TIMEOUT = 15.0
+"""Seconds one API call may take."""
+WAIT_TIMEOUT = 300.0
+"""Seconds a cluster's workloads, or one rollout, may take to become available."""
+ClientFactory = Callable[[str], Any]
+"""kubeconfig context -> ``kubernetes.client.ApiClient``."""
+
+API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
+
+# kind -> (API class, method stem, namespaced)
+_KINDS: dict[str, tuple[type[Any], str, bool]] = {
+    "Namespace": (client.CoreV1Api, "namespace", False),
+    "ConfigMap": (client.CoreV1Api, "namespaced_config_map", True),
+    "Service": (client.CoreV1Api, "namespaced_service", True),
+    "Deployment": (client.AppsV1Api, "namespaced_deployment", True),
+    "StatefulSet": (client.AppsV1Api, "namespaced_stateful_set", True),
+    "PodDisruptionBudget": (client.PolicyV1Api, "namespaced_pod_disruption_budget", True),
+    "NetworkPolicy": (client.NetworkingV1Api, "namespaced_network_policy", True),
+}
+
+
+def default_client_factory(context: str) -> Any:
+    """An ``ApiClient`` for *context* of the default kubeconfig (``$KUBECONFIG`` or ~/.kube/config).
+
+    Raises:
+        TargetError: no kubeconfig, or it has no such context.
+    """
+    try:
+        return config.new_client_from_config(context=context, persist_config=False)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError) as exc:
+        raise TargetError(
+            f"kubeconfig context {context!r}: {exc} (check $KUBECONFIG and `kubectl config get-contexts`)"
+        ) from exc
+
+
+class Clusters:
+    """Lazily opened ApiClients for the clusters of one topology, and the calls made with them.
+
+    Args:
+        topology: the federation (for label selectors).
+        contexts: cluster -> kubeconfig context (already allow-list checked by the caller).
+        factory: context -> ApiClient.
+    """
+
+    def __init__(self, topology: Topology, contexts: Mapping[str, str], factory: ClientFactory) -> None:
+        self.topology = topology
+        self.contexts = dict(contexts)
+        self._factory = factory
+        self._clients: dict[str, Any] = {}
+
+    def read_replicas(self, cluster: str, kind: str, name: str) -> int:
+        """``spec.replicas`` of a Deployment or StatefulSet, through its scale subresource."""
+        api = client.AppsV1Api(self.client(cluster))
+        deployment = kind == "Deployment"
+        read = api.read_namespaced_deployment_scale if deployment else api.read_namespaced_stateful_set_scale
+        scale = read(name, o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
+        return int(scale.spec.replicas or 0) if scale.spec else 0
+
+    def entry_pods(self, region: str) -> list[Any]:
+        """The region's gateway and proxy pods."""
+        core = client.CoreV1Api(self.client(region))
+        selector = f"{o.LABEL_COMPONENT} in (gateway,proxy)"
+        return list(
+            core.list_namespaced_pod(
+                o.NAMESPACE, label_selector=selector, _request_timeout=REQUEST_TIMEOUT
+            ).items
+        )
+
+    def pod_log(self, region: str, pod: str, *, since_seconds: int | None) -> str:
+        """The pod's log with RFC 3339 timestamps, the last *since_seconds* only if given."""
+        core = client.CoreV1Api(self.client(region))
+        return str(
+            core.read_namespaced_pod_log(
+                pod,
+                o.NAMESPACE,
+                timestamps=True,
+                since_seconds=since_seconds,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        )
+
+    def client(self, cluster: str) -> Any:
+        """The cluster's ApiClient, opened on first use."""
+        if cluster not in self._clients:
+            self._clients[cluster] = self._factory(self.contexts[cluster])
+        return self._clients[cluster]
+
+    def execute(self, op: Op) -> None:
+        """Make *op*'s API call(s). Raises the client's errors (see :data:`API_ERRORS`)."""
+        if op.verb == "connect":
+            self.client(op.cluster)
+        elif op.verb == "apply":
+            self._apply(op)
+        elif op.verb == "scale":
+            api = client.AppsV1Api(self.client(op.cluster))
+            patch = (
+                api.patch_namespaced_deployment_scale
+                if op.kind == "Deployment"
+                else api.patch_namespaced_stateful_set_scale
+            )
+            patch(
+                op.name,
+                str(op.namespace),
+                {"spec": {"replicas": op.replicas}},
+                _content_type=MERGE_PATCH,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        elif op.verb == "delete":
+            self._delete(op)
+        elif op.verb == "wait":
+            self._wait_available(op.cluster, WAIT_TIMEOUT)
+        elif op.verb == "patch":
+            api, stem, namespaced = self._api(op)
+            args = (op.name, op.namespace) if namespaced else (op.name,)
+            getattr(api, f"patch_{stem}")(
+                *args, dict(op.body or {}), _content_type=MERGE_PATCH, _request_timeout=REQUEST_TIMEOUT
+            )
+        elif op.verb == "rollout":
+            self._wait_rollout(op.cluster, op.name, WAIT_TIMEOUT)
+        elif op.verb == "admin":
+            assert op.port is not None
+            assert op.path is not None
+            assert op.selector is not None
+            self.pod_proxy(op.cluster, op.selector, op.port, "POST", op.path, body=dict(op.body or {}))
+        else:
+            raise ConfigError(f"kube target: unknown operation verb {op.verb!r}")
+
+    def _api(self, op: Op) -> tuple[Any, str, bool]:
+        try:
+            api_cls, stem, namespaced = _KINDS[op.kind]
+        except KeyError:
+            raise ConfigError(f"kube target: no API mapping for kind {op.kind!r}") from None
+        return api_cls(self.client(op.cluster)), stem, namespaced
+
+    def _apply(self, op: Op) -> None:
+        api, stem, namespaced = self._api(op)
+        args = (op.name, op.namespace) if namespaced else (op.name,)
+        getattr(api, f"patch_{stem}")(
+            *args,
+            dict(op.body or {}),
+            field_manager=FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY_PATCH,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+
+    def _delete(self, op: Op) -> None:
+        api, stem, namespaced = self._api(op)
+        args = (op.name, op.namespace) if namespaced else (op.name,)
+        if op.kind == "Namespace":
+            try:
+                ns = api.read_namespace(op.name, _request_timeout=REQUEST_TIMEOUT)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return
+                raise
+            owner = (ns.metadata.labels or {}).get(o.LABEL_MANAGED_BY)
+            if owner != o.MANAGED_BY:
+                raise TargetError(
+                    f"refusing to delete namespace {op.name!r} in context "
+                    f"{self.contexts[op.cluster]!r}: it is not labelled "
+                    f"{o.LABEL_MANAGED_BY}={o.MANAGED_BY} (gameday did not create it)"
+                )
+        try:
+            getattr(api, f"delete_{stem}")(*args, _request_timeout=REQUEST_TIMEOUT)
+        except ApiException as exc:
+            if exc.status != 404:  # already gone: the revert is idempotent
+                raise
+
+    def not_ready(self, cluster: str) -> list[str]:
+        apps = client.AppsV1Api(self.client(cluster))
+        out: list[str] = []
+        try:
+            for d in apps.list_namespaced_deployment(o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT).items:
+                want, have = d.spec.replicas or 0, (d.status.available_replicas or 0) if d.status else 0
+                if have < want:
+                    out.append(f"Deployment {_name(d)} {have}/{want} available")
+            for s in apps.list_namespaced_stateful_set(o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT).items:
+                want, have = s.spec.replicas or 0, (s.status.ready_replicas or 0) if s.status else 0
+                if have < want:
+                    out.append(f"StatefulSet {_name(s)} {have}/{want} ready")
+        except API_ERRORS as exc:
+            raise TargetError(
+                f"listing workloads in context {self.contexts[cluster]!r}: {brief(exc)}"
+            ) from exc
+        return out
+
+    def _wait_available(self, cluster: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = self.not_ready(cluster)
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TargetError(
+                    f"cluster {cluster!r} (context {self.contexts[cluster]!r}) not available after "
+                    f"{timeout} s: {'; '.join(missing)}; the next clusters were not touched (R12)"
+                )
+            time.sleep(2.0)
+
+    def _wait_rollout(self, cluster: str, name: str, timeout: float) -> None:
+        """Like ``kubectl rollout status``: observed the new generation, every replica updated
+        and available, no old replica left."""
+        apps = client.AppsV1Api(self.client(cluster))
+        deadline = time.monotonic() + timeout
+        seen = "no status yet"
+        while time.monotonic() < deadline:
+            d = apps.read_namespaced_deployment(name, o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
+            st, want = d.status, (d.spec.replicas if d.spec else None) or 0
+            if st is not None and d.metadata is not None:
+                done = (
+                    (st.observed_generation or 0) >= (d.metadata.generation or 0)
+                    and (st.updated_replicas or 0) == want
+                    and (st.available_replicas or 0) == want
+                    and (st.replicas or 0) == want
+                )
+                if done:
+                    return
+                seen = (
+                    f"updated {st.updated_replicas or 0}/{want}, available {st.available_replicas or 0}, "
+                    f"total {st.replicas or 0}"
+                )
+            time.sleep(1.0)
+        raise TargetError(
+            f"rollout of Deployment {name} in cluster {cluster!r} not complete after {timeout} s ({seen})"
+        )
+
+    def pod_proxy(
+        self, cluster: str, selector: str, port: int, method: str, path: str, *, body: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """Call *path* on *port* of every running pod matching the label *selector*, through
+        the API server's pod proxy; their JSON answers. Raises TargetError when none runs."""
+        api_client = self.client(cluster)
+        core = client.CoreV1Api(api_client)
+        sel = selector
+        pods = [
+            p
+            for p in core.list_namespaced_pod(
+                o.NAMESPACE, label_selector=sel, _request_timeout=REQUEST_TIMEOUT
+            ).items
+            if p.status and p.status.phase == "Running"
+        ]
+        if not pods:
+            raise TargetError(
+                f"no running pod matching {selector!r} in cluster {cluster!r} to {method} {path}"
+            )
+        answers = []
+        for p in pods:
+            params = api_client.param_serialize(
+                method=method,
+                resource_path=f"/api/v1/namespaces/{{namespace}}/pods/{{name}}/proxy{path}",
+                path_params={"namespace": o.NAMESPACE, "name": f"{_name(p)}:{port}"},
+                header_params={"Content-Type": "application/json", "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            resp = api_client.call_api(*params, _request_timeout=REQUEST_TIMEOUT)
+            data = resp.read()
+            if resp.status >= 400:
+                raise TargetError(
+                    f"{method} {path} on pod {_name(p)} ({cluster}) answered {resp.status}: {data[:200]!r}"
+                )
+            answers.append(json.loads(data or b"{}"))
+        return answers
+
+    def node_address(self, cluster: str) -> str:
+        core = client.CoreV1Api(self.client(cluster))
+        try:
+            nodes = core.list_node(_request_timeout=REQUEST_TIMEOUT).items
+        except API_ERRORS as exc:
+            raise TargetError(f"listing nodes in context {self.contexts[cluster]!r}: {brief(exc)}") from exc
+        return pick_node_address(cluster, [_node_facts(n) for n in nodes])
+
+
+def _node_facts(node: Any) -> dict[str, Any]:
+    labels = node.metadata.labels or {}
+    conditions = {c.type: c.status for c in (node.status.conditions or [])} if node.status else {}
+    return {
+        "name": node.metadata.name,
+        "control_plane": "node-role.kubernetes.io/control-plane" in labels,
+        "ready": conditions.get("Ready") == "True",
+        "internal_ip": next(
+            (
+                a.address
+                for a in (node.status.addresses or [])
+                if a.type == "InternalIP" and ":" not in a.address
+            ),
+            None,
+        )
+        if node.status
+        else None,
+    }
+
+
+def pick_node_address(cluster: str, nodes: list[dict[str, Any]]) -> str:
+    """The IPv4 InternalIP of the first Ready worker (a control-plane node if there is no worker).
+
+    Raises:
+        TargetError: no Ready node with an IPv4 InternalIP.
+    """
+    ranked = sorted(
+        (n for n in nodes if n["ready"] and n["internal_ip"]), key=lambda n: (n["control_plane"], n["name"])
+    )
+    if not ranked:
+        raise TargetError(
+            f"cluster {cluster!r}: no Ready node with an IPv4 InternalIP "
+            f"(nodes: {[n['name'] for n in nodes]}); NodePorts need one"
+        )
+    return str(ranked[0]["internal_ip"])
+
+
+def _name(obj: Any) -> str:
+    return str(obj.metadata.name) if obj.metadata is not None else "?"
+
+
+def brief(exc: BaseException) -> str:
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}: {str(exc.body)[:300]}"
+    return str(exc)[:300]

@@ -1,0 +1,352 @@
+"""The ``kube`` target: the reference federation on existing kubeconfig contexts (staging).
+
+One context per cluster, from the topology's ``contexts`` mapping (every region and
+``global``). Nothing happens unless every context matches a ``--gameday-allow-context``
+glob; with ``--gameday-dry-run`` every API call is printed and recorded, none is made
+(not even reads: fault plans then use the state the manifests declare).
+
+What is planned lives in :mod:`gameday.targets.k8s_plan` (pure, tested); this module
+only executes plans with the official client (``kubernetes``), and is the one place
+(with :mod:`gameday.targets.kind`) that imports it.
+
+Assumptions (see :mod:`gameday.targets.manifests`): components are reached on their
+cluster's node address at their NodePort, from the harness and across clusters. The
+node address of a cluster is the InternalIP of its first Ready node that is not a
+control-plane node, read at :meth:`KubeTarget.up`. Staging clusters whose nodes are
+not routable from the harness need port-forwards or LoadBalancers (not automated here).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
+from gameday.fedapp.wire import broadcast_subject
+from gameday.targets import k8s_objects as o
+from gameday.targets import k8s_plan as plan
+from gameday.targets import manifests as m
+from gameday.targets.base import Endpoints, RegionInfo
+from gameday.targets.k8s_client import API_ERRORS, ClientFactory, Clusters, brief, default_client_factory
+from gameday.targets.k8s_plan import Op
+from gameday.topology import GLOBAL_CLUSTER, Topology
+
+log = logging.getLogger(__name__)
+
+LOG_POLL_INTERVAL = 2.0
+"""Seconds between pod-log reads in :meth:`KubeTarget.alarm_lines` (the observer calls it at
+10 Hz; reading every pod's log that often would load the API servers for nothing)."""
+
+
+class KubeTarget:
+    """A :class:`~gameday.targets.base.Target` on existing kubeconfig contexts.
+
+    Args:
+        topology: must have ``contexts`` (every region and ``global``).
+        workdir: where the dry-run record is written.
+        allow: kubeconfig context globs that may be broken; every context must match one.
+        dry_run: print and record every API call, make none.
+        client_factory: context -> ApiClient (default: the kubeconfig).
+        addresses: cluster -> node address, instead of reading the nodes at :meth:`up`.
+        out: where dry-run lines are printed (default stderr).
+
+    Raises:
+        TargetError: no contexts in the topology, or a context is not allow-listed.
+    """
+
+    name = "kube"
+
+    def __init__(
+        self,
+        topology: Topology,
+        workdir: Path,
+        *,
+        allow: Sequence[str],
+        dry_run: bool = False,
+        client_factory: ClientFactory | None = None,
+        addresses: dict[str, str] | None = None,
+        out: TextIO | None = None,
+    ) -> None:
+        if topology.contexts is None:
+            raise TargetError(
+                "the kube target needs `contexts:` in the topology file: the kubeconfig context of every "
+                "region and of `global` (see clusters/kind/topology.yaml); pass it with --gameday-topology"
+            )
+        m.clusters(topology)  # a region called "global" is refused here
+        plan.check_allowed(topology.contexts, allow)
+        self.topology = topology
+        self.contexts: dict[str, str] = dict(topology.contexts)
+        self.workdir = workdir
+        self.allow = tuple(allow)
+        self.dry_run = dry_run
+        self.recorded: list[Op] = []
+        """Every operation executed (or, in dry-run, only recorded), in order."""
+        self._factory = client_factory or default_client_factory
+        self._clusters: Clusters | None = None
+        self._addressing = m.Addressing(dict(addresses)) if addresses else None
+        self._out = out
+        self._log_since: dict[str, str] = {}
+        self._log_next = 0.0
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> KubeTarget:
+        """Re-attach from a ledger reference (for ``gameday restore``). The allow-list
+        recorded when the fault was injected is checked again."""
+        return cls(
+            Topology.model_validate(ref["topology"]),
+            Path(ref["workdir"]),
+            allow=ref["allow"],
+            dry_run=bool(ref.get("dry_run", False)),
+            addresses=ref.get("addresses"),
+        )
+
+    def ref(self) -> dict[str, Any]:
+        return {
+            "topology": self.topology.model_dump(mode="json"),
+            "workdir": str(self.workdir),
+            "allow": list(self.allow),
+            "dry_run": self.dry_run,
+            "addresses": self._addressing.hosts if self._addressing else None,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+    def up(self) -> None:
+        """Open a client per context and read each cluster's node address."""
+        self.run(plan.plan_connect(self.contexts), TargetError)
+        if self._addressing is None:
+            if self.dry_run:
+                self._addressing = m.Addressing.placeholder(self.topology)
+            else:
+                self._addressing = m.Addressing({c: self._node_address(c) for c in self.contexts})
+
+    def deploy(self) -> None:
+        """Apply the manifests cluster by cluster (R12 order), each verified before the next."""
+        self.run(plan.plan_deploy(self.topology, self.addressing), TargetError)
+
+    def down(self) -> None:
+        self.delete_namespaces(None)
+
+    def delete_namespaces(self, only: Sequence[str] | None) -> None:
+        """Delete the federation's namespace in every cluster (or in *only*). Idempotent."""
+        self.run(plan.plan_down(self.topology, only), TargetError)
+
+    @property
+    def addressing(self) -> m.Addressing:
+        if self._addressing is None:
+            raise TargetError("kube target: up() has not run (no node addresses yet)")
+        return self._addressing
+
+    # -- description ---------------------------------------------------------------------------------------
+    def regions(self) -> list[RegionInfo]:
+        return [
+            RegionInfo(r.name, r.weight, r.capacity, self.addressing.host(r.name))
+            for r in self.topology.regions
+        ]
+
+    def endpoints(self) -> Endpoints:
+        a = self.addressing
+        g = a.host(GLOBAL_CLUSTER)
+        entry: dict[str, str] = {}
+        for r in self.topology.regions:
+            h = a.host(r.name)
+            entry[f"gateway-{r.name}"] = f"http://{h}:{o.GATEWAY_PORT}/status"
+            entry[f"proxy-{r.name}"] = f"http://{h}:{o.PROXY_PORT}/status"
+        return Endpoints(
+            dns_server=(g, o.GSLB_DNS_PORT),
+            fqdn=self.topology.fqdn,
+            gateway_port=o.GATEWAY_PORT,
+            entry_nodes=entry,
+            control_plane=f"http://{g}:{o.CONTROL_PLANE_PORT}/status",
+            utilisation={
+                r.name: [
+                    f"http://{a.host(r.name)}:{o.APP_PORT_BASE + k}/status" for k in range(1, r.instances + 1)
+                ]
+                for r in self.topology.regions
+            },
+            nats_url=f"nats://{g}:{o.NATS_PORT}",
+            broadcast_subject=broadcast_subject(m.run_id(self.topology)),
+            extra={"gslb_status": f"http://{g}:{o.GSLB_HTTP_PORT}/status", "contexts": dict(self.contexts)},
+        )
+
+    def _node_address(self, cluster: str) -> str:
+        return self.clusters.node_address(cluster)
+
+    def check_health(self, timeout: float) -> None:
+        """Every Deployment and StatefulSet of the federation fully available, in every cluster.
+
+        Raises:
+            TargetUnreachable: names what is not ready after *timeout* seconds.
+        """
+        if self.dry_run:
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                missing = [f"{c}: {w}" for c in self.contexts for w in self.clusters.not_ready(c)]
+            except TargetError as exc:
+                raise TargetUnreachable(
+                    f"kube federation is not healthy, nothing was injected: {exc}"
+                ) from exc
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TargetUnreachable(
+                    f"kube federation not healthy after {timeout} s, nothing was injected: "
+                    + "; ".join(missing)
+                )
+            time.sleep(1.0)
+
+    # -- faults ----------------------------------------------------------------------------------------------
+    def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        observed = plan.Observed.desired(self.topology) if self.dry_run else self._observe(kind, region)
+        self.run(plan.plan_inject(self.topology, kind, region, params, observed), FaultError)
+
+    def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        self.run(plan.plan_revert(self.topology, kind, region, params), FaultError)
+
+    def _observe(self, kind: str, region: str | None) -> plan.Observed:
+        """Read what the fault's plan needs: a replica count, the broadcast delay, agent labels."""
+        reps: dict[tuple[str, str, str], int] = {}
+        delay = self.topology.control_plane.broadcast_delay
+        labels: dict[str, dict[str, str]] = {}
+        try:
+            scaled = plan.scaled_workload(kind, region)
+            if scaled is not None:
+                reps[scaled] = self.clusters.read_replicas(*scaled)
+            if kind == "sync_delay":
+                delay = float(self._status(GLOBAL_CLUSTER, "controlplane").get("broadcast_delay", delay))
+            if kind == "region_labels" and region is not None:
+                labels[region] = dict(self._status(region, "agent")["slow"]["labels"])
+        except (*API_ERRORS, TargetError, KeyError, TypeError, ValueError) as exc:
+            raise FaultError(
+                f"{kind} {region or ''}: reading the current state failed, nothing was injected: {exc!r}"
+            ) from exc
+        return plan.Observed(reps, delay, labels)
+
+    def _status(self, cluster: str, component: str) -> dict[str, Any]:
+        """``/status`` of the first running pod of a singleton *component*."""
+        sel = ",".join(f"{k}={v}" for k, v in o.selector(self.topology, component).items())
+        port = {"controlplane": o.CONTROL_PLANE_PORT, "agent": o.AGENT_PORT}[component]
+        return self.clusters.pod_proxy(cluster, sel, port, "GET", "/status", body=None)[0]
+
+    # -- R3 and R12 --------------------------------------------------------------------------------------
+    def reconcile(self) -> dict[str, Any]:
+        """Run the control plane's full reconciliation pass now; its report (dry-run: ``{"dry_run": True}``).
+
+        Raises:
+            TargetError: the control plane did not answer.
+        """
+        (op,) = plan.plan_reconcile(self.topology)
+        if self.dry_run:
+            self.run([op], TargetError)
+            return {"dry_run": True}
+        self.recorded.append(op)
+        assert op.port is not None
+        assert op.path is not None
+        try:
+            assert op.selector is not None
+            answers = self.clusters.pod_proxy(op.cluster, op.selector, op.port, "POST", op.path, body={})
+        except API_ERRORS as exc:
+            raise TargetError(f"full reconciliation pass failed: {brief(exc)}") from exc
+        return answers[0]
+
+    def release_plan(self) -> list[str]:
+        """The regions in the order :meth:`deploy` and a release touch them (R12)."""
+        return [c for c in m.release_order(self.topology) if c != GLOBAL_CLUSTER]
+
+    def rollout_region(self, region: str) -> None:
+        """Rollout-restart each app instance Deployment of *region*, one at a time, each
+        rollout complete (new pod available, old one gone) before the next."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.run(plan.plan_rollout(self.topology, region, stamp), TargetError)
+
+    # -- logs ----------------------------------------------------------------------------------------
+    def alarm_lines(self) -> Iterator[tuple[str, str]]:
+        """New log lines of the gateways and proxies (read at most every LOG_POLL_INTERVAL s)."""
+        if self.dry_run or time.monotonic() < self._log_next:
+            return
+        self._log_next = time.monotonic() + LOG_POLL_INTERVAL
+        for r in self.topology.regions:
+            try:
+                lines = [
+                    line for pod in self.clusters.entry_pods(r.name) for line in self._pod_lines(r.name, pod)
+                ]
+            except API_ERRORS as exc:
+                raise TransientError(f"reading entry-node logs in region {r.name!r}: {brief(exc)}") from exc
+            yield from lines
+
+    def _pod_lines(self, region: str, pod: Any) -> list[tuple[str, str]]:
+        name = str(pod.metadata.name)
+        component = (pod.metadata.labels or {}).get(o.LABEL_COMPONENT, "?")
+        key = f"{region}/{name}"
+        since = self._log_since.get(key)
+        # the first read takes the whole log; later ones the last minute, filtered by stamp
+        text = self.clusters.pod_log(region, name, since_seconds=60 if since else None)
+        out = []
+        for line in text.splitlines():
+            stamp, _, rest = line.partition(" ")
+            if since is not None and stamp <= since:  # RFC 3339 nanosecond stamps sort as text
+                continue
+            self._log_since[key] = stamp
+            out.append((f"{component}-{region}", rest))
+        return out
+
+    # -- the executor ---------------------------------------------------------------------------------------
+    def run(self, ops: Sequence[Op], error: type[GamedayError]) -> None:
+        """Execute *ops* in order (dry-run: print and record them only).
+
+        Raises:
+            *error* (TargetError or FaultError): an API call failed; names the operation.
+        """
+        for op in ops:
+            self.recorded.append(op)
+            if self.dry_run:
+                line = f"gameday dry-run: {op.describe()}"
+                log.info("%s", line)
+                (self._out or sys.stderr).write(line + "\n")
+                self._record_file(op)
+                continue
+            try:
+                self.clusters.execute(op)
+            except GamedayError:
+                raise
+            except API_ERRORS as exc:
+                raise error(
+                    f"{op.describe()} (context {self.contexts.get(op.cluster)!r}) failed: {brief(exc)}"
+                ) from exc
+
+    def _record_file(self, op: Op) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with (self.workdir / "dry-run.jsonl").open("a", encoding="utf-8") as fh:
+            fh.write(
+                json.dumps(
+                    {
+                        "verb": op.verb,
+                        "cluster": op.cluster,
+                        "kind": op.kind,
+                        "name": op.name,
+                        "namespace": op.namespace,
+                        "replicas": op.replicas,
+                        "body": op.body,
+                        "selector": op.selector,
+                        "port": op.port,
+                        "path": op.path,
+                    },
+                    default=str,
+                )
+                + "\n"
+            )
+
+    @property
+    def clusters(self) -> Clusters:
+        """The API clients (never opened in dry-run: that would be a bug, not a user error)."""
+        if self.dry_run:
+            raise TargetError("kube target: dry-run never opens an API client")
+        if self._clusters is None:
+            self._clusters = Clusters(self.topology, self.contexts, self._factory)
+        return self._clusters

@@ -1,0 +1,48 @@
+"""Fixtures of the conformance suite: a read-only view of the session federation and its timings.
+
+Every check talks to the federation through the target (``federation``) and the public
+endpoints it returns; the view below wraps those endpoints (HTTP ``/status`` and
+``/metrics``, DNS). Timeouts come from the topology's timings, never from constants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from gameday.conformance.view import FederationView, federation_view
+
+
+@pytest.fixture(scope="session")
+def view(federation: Any) -> Iterator[FederationView]:
+    """The session federation seen from outside (statuses, metrics, requests, DNS)."""
+    with federation_view(federation.endpoints(), federation.regions()) as v:
+        yield v
+
+
+@pytest.fixture(scope="session")
+def timing(topology: Any) -> Any:
+    """The topology's timings (:class:`gameday.topology.Timing`): probe interval, fall, rise, ..."""
+    return topology.timing
+
+
+@pytest.fixture(scope="session")
+def converge_s(timing: Any) -> float:
+    """Seconds a healthy federation may take to converge after a change: the probes that
+    decide it (fall + rise, each up to interval + timeout), a region timeout, two
+    broadcasts, and a generous allowance for a busy machine."""
+    t = timing
+    return (t.fall + t.rise) * (t.probe_interval + t.probe_timeout) + t.region_timeout \
+        + 2 * t.heartbeat_interval + 10.0
+
+
+@pytest.fixture
+def settled(view: FederationView, timing: Any, converge_s: float) -> int:
+    """Wait until every entry node is at the control plane's version routing to every
+    region and the GSLB answers with every region at full weight (no ramp left over from
+    an earlier check); return that version."""
+    version = view.wait_converged(converge_s)
+    view.wait_dns_settled(converge_s + timing.ramp_seconds)
+    return version

@@ -1,0 +1,52 @@
+"""R9: N-1 capacity. With any one region gone, the others absorb its traffic.
+
+Static: for every region r, the other regions' declared capacity covers the offered load
+with the topology's margin, and - because the GSLB hands r's share out by weight - each
+survivor's own share stays under the utilisation limit. Measured: under real load, with
+the region whose loss is worst by that arithmetic taken out, no surviving region goes
+above the utilisation limit and overload answers stay within the SLO.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gameday.verdicts.capacity import static_headroom
+
+
+def _survivor_loads(regions, offered, lost):
+    rest = [r for r in regions if r.name != lost]
+    total = sum(r.weight for r in rest)
+    return {r.name: (offered * r.weight / total, r.capacity) for r in rest}
+
+
+def _offered(gameday_settings, topology):
+    return gameday_settings.load.rate or topology.load.rate
+
+
+@pytest.mark.conformance("R9", "N-1: without any one region the others carry the offered load (arithmetic)")
+def test_r9_static_n_minus_1_capacity(federation, topology, gameday_settings, slo):
+    regions = federation.regions()
+    offered = _offered(gameday_settings, topology)
+    check = static_headroom({r.name: r.capacity for r in regions}, offered, topology.load.margin)
+    assert check.passed, f"expected N-1 headroom for {offered:g} req/s offered: {check.detail}"
+    over = []
+    for lost in (r.name for r in regions):
+        for name, (load, cap) in _survivor_loads(regions, offered, lost).items():
+            if load > cap * slo.utilisation_limit:
+                over.append(f"without {lost}, {name} gets {load:.1f} req/s by weight for {cap:g} req/s capacity "
+                            f"({load / cap:.0%} > limit {slo.utilisation_limit:.0%})")
+    assert not over, "expected every survivor under the utilisation limit after redistribution: " + "; ".join(over)
+
+
+@pytest.mark.conformance("R9", "N-1 measured: with the worst region out under load, utilisation stays under the limit")
+def test_r9_measured_utilisation_with_the_worst_region_out(drill, load, federation, topology, gameday_settings,
+                                                           settled):
+    regions = federation.regions()
+    offered = _offered(gameday_settings, topology)
+    worst = max((r.name for r in regions),
+                key=lambda lost: max(load_ / cap for load_, cap in _survivor_loads(regions, offered, lost).values()))
+    with drill.fault("gateway_down", worst) as fault:
+        result = drill.observe_switchover(fault)
+    result.assert_client_recovered()
+    result.assert_headroom()

@@ -1,0 +1,43 @@
+"""R13: the sync pipeline is observable. The control plane exposes, in Prometheus text, its
+event processing latency as a histogram and its consumer backlog; at rest the backlog is
+0, and for the events of a real change the processing latency P99 is below 1 s."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gameday.conformance import promtext
+from gameday.conformance.wait import wait_until
+
+LATENCY = "gameday_cp_processing_latency_seconds"
+BACKLOG = "gameday_cp_backlog"
+P99_LIMIT = 1.0
+
+
+@pytest.mark.conformance("R13", "sync metrics (P99 processing latency, backlog) are exposed and sane")
+def test_r13_sync_metrics_exposed_and_sane(drill, view, converge_s, settled):
+    cp = view.ep.control_plane
+    m0 = view.metrics(cp)
+    assert m0.types.get(LATENCY) == "histogram" and m0.histogram(LATENCY), (
+        f"expected the control plane's /metrics to expose {LATENCY} as a histogram; TYPE is "
+        f"{m0.types.get(LATENCY)!r}, buckets {m0.histogram(LATENCY)}")
+    assert m0.types.get(BACKLOG) == "gauge" and m0.value(BACKLOG) is not None, (
+        f"expected the control plane's /metrics to expose {BACKLOG} as a gauge; TYPE {m0.types.get(BACKLOG)!r}")
+    region = drill.pick_region()
+    with drill.fault("gateway_unready", region):
+        before = view.metrics(cp).histogram(LATENCY)  # after the baseline: only the change's events follow
+        view.wait_converged(converge_s, regions=[r for r in view.names if r != region])
+    view.wait_converged(converge_s)
+    after = view.metrics(cp)
+    delta = promtext.bucket_delta(after.histogram(LATENCY), before)
+    n = delta[-1][1]
+    assert n >= 2, (f"expected the change and its revert to be processed as events (>= 2 observations of {LATENCY}); "
+                    f"the histogram grew by {n:g}")
+    p99 = promtext.quantile_upper_bound(delta, 0.99)
+    assert not math.isnan(p99) and p99 <= P99_LIMIT, (
+        f"expected P99 event processing latency <= {P99_LIMIT:g} s for the {n:g} events of {region}'s change; "
+        f"the histogram puts it at <= {p99:g} s (buckets {delta})")
+    wait_until(lambda: ((b := view.metrics(cp).value(BACKLOG)) == 0, b), converge_s,
+               f"{BACKLOG} back to 0 at rest after the change")

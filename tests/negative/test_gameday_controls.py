@@ -1,0 +1,70 @@
+"""Every game-day verdict fails against the federation broken to make it fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.negative.conftest import seed_picking
+
+pytestmark = pytest.mark.slow
+
+HEADLINE = "gameday/test_gateway_outage.py"
+HEADLINE_ID = "test_gateway_outage.py::test_random_gateway_outage"
+
+
+def test_slow_sync_fails_the_switchover_limit(broken_run):
+    # The control plane holds every broadcast back 4 s; the SLO here is 2 s.
+    result = broken_run([HEADLINE], {"control_plane": {"broadcast_delay": 4}}, "--gameday-switchover-limit=2",
+                        "--gameday-recovery-window=3")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: switchover took 4.* s ± * s, limit 2 s: all 4 surviving*"])
+
+
+def test_under_provisioned_regions_fail_headroom(broken_run):
+    # b and c carry 2 x 15 req/s each: without a, 60 req/s remain for 60 x 1.2 = 72.
+    regions = [{"name": "a", "weight": 50, "fallback": "b", "instances": 2, "capacity_rps": 40},
+               {"name": "b", "weight": 30, "fallback": "a", "instances": 2, "capacity_rps": 15},
+               {"name": "c", "weight": 20, "fallback": "a", "instances": 2, "capacity_rps": 15}]
+    seed = seed_picking("c", HEADLINE_ID)  # c out: a and b still route (so switchover passes)
+    result = broken_run([HEADLINE], {"regions": regions}, f"--gameday-seed={seed}", "--gameday-recovery-window=3")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*AssertionError: headroom: static_headroom: without a the others have 60 req/s for 60 req/s x (1 + 0.2)"
+        " = 72 req/s*",
+    ])
+
+
+def test_a_proxy_that_never_refreshes_fails_no_stale_alarms(broken_run):
+    # proxy-b hears the broadcasts but never pulls; the drill takes region b out, so the
+    # switchover (judged on the other regions' entry nodes) passes and only the alarm verdict fails.
+    seed = seed_picking("b", HEADLINE_ID)
+    result = broken_run([HEADLINE], {"defects": {"proxy_never_refresh": ["b"]}, "timing": {"stale_after": 3}},
+                        f"--gameday-seed={seed}", "--gameday-recovery-window=5")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: 1 stale-snapshot alarm(s) during the drill, expected 0: "
+                                 "proxy-b at t*lagging broadcast*"])
+
+
+def test_ephemeral_control_plane_state_fails_the_version_check(broken_run):
+    result = broken_run(["gameday/test_control_plane_down.py"],
+                        {"control_plane": {"state": "ephemeral"}, "timing": {"stale_after": 3}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: version check failed: control-plane version (*) went back "
+                                 "from v* to v*"])
+
+
+def test_hair_trigger_health_threshold_fails_flapping(broken_run):
+    # fall = 1: a single failed probe removes the region, so a flapping gateway moves routes.
+    result = broken_run(["gameday/test_flapping.py"], {"timing": {"fall": 1}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: routes oscillated: * changed routes *"])
+
+
+def test_n_minus_2_drill_is_refused_up_front_when_capacity_does_not_hold(broken_run):
+    # Each region 2 x 15 req/s = 30; the drill's 40 req/s x 1.2 = 48 cannot run on one region.
+    regions = [{"name": n, "weight": w, "instances": 2, "capacity_rps": 15} for n, w in
+               (("a", 50), ("b", 30), ("c", 20))]
+    result = broken_run(["gameday/test_two_regions.py"], {"regions": regions})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*DrillRefused: refusing gateway_down *: with *, * out, * would have 30 = 30 "
+                                 "req/s for 40 req/s x (1 + 0.2) = 48 req/s*nothing was injected*"])

@@ -1,0 +1,148 @@
+"""KubeTarget without a cluster: allow-list refusal, dry-run records everything and calls
+nothing, ledger references, and the wiring into make_target / gameday restore.
+
+No cluster is faked: the client factory handed to the target is a tripwire that fails the
+test if the target ever tries to open an API client.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gameday.errors import TargetError
+from gameday.faults.catalogue import CATALOGUE
+from gameday.targets import k8s_objects as o
+from gameday.targets import k8s_plan as plan
+from gameday.targets.base import Target
+from gameday.targets.k8s_client import pick_node_address
+from gameday.targets.kube import KubeTarget
+from gameday.topology import Topology
+
+from .test_plans import CASES, PARAMS
+
+
+def _no_client(context: str) -> Any:
+    raise AssertionError(f"the target tried to open an API client for {context!r}")
+
+
+def _target(topology: Topology, tmp_path: Path, **kw: Any) -> KubeTarget:
+    kw.setdefault("allow", ["kind-gd-*"])
+    kw.setdefault("client_factory", _no_client)
+    return KubeTarget(topology, tmp_path, **kw)
+
+
+def test_it_is_a_target(topology: Topology, tmp_path: Path) -> None:
+    assert isinstance(_target(topology, tmp_path, dry_run=True), Target)
+
+
+@pytest.mark.parametrize("allow", [[], ["staging-*"], ["kind-gd-a", "kind-gd-b", "kind-gd-c"]])
+def test_contexts_outside_the_allow_list_are_refused(topology: Topology, tmp_path: Path,
+                                                     allow: list[str]) -> None:
+    with pytest.raises(TargetError) as err:
+        _target(topology, tmp_path, allow=allow)
+    msg = str(err.value)
+    assert "--gameday-allow-context" in msg and "is not allow-listed" in msg and "Nothing was changed" in msg
+    assert "kind-gd-" in msg  # names the refused context
+
+
+def test_refused_in_dry_run_too(topology: Topology, tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="not allow-listed"):
+        _target(topology, tmp_path, allow=["other"], dry_run=True)
+
+
+def test_a_topology_without_contexts_is_refused(topology: Topology, tmp_path: Path) -> None:
+    with pytest.raises(TargetError, match="needs `contexts:` in the topology"):
+        _target(topology.with_overrides(contexts=None), tmp_path)
+
+
+def test_dry_run_lifecycle_records_every_call_and_makes_none(topology: Topology, tmp_path: Path) -> None:
+    out = io.StringIO()
+    t = _target(topology, tmp_path, dry_run=True, out=out)
+    t.up()
+    t.deploy()
+    t.check_health(timeout=1)
+    params = {"seconds": 2.0}
+    t.inject("sync_delay", None, params)
+    t.revert("sync_delay", None, params)
+    assert t.reconcile() == {"dry_run": True}
+    t.rollout_region("b")
+    assert list(t.alarm_lines()) == []
+    t.down()
+    verbs = [op.verb for op in t.recorded]
+    assert verbs.count("connect") == 4 and verbs[-4:] == ["delete"] * 4
+    printed = out.getvalue().splitlines()
+    assert len(printed) == len(t.recorded) and all(line.startswith("gameday dry-run: ") for line in printed)
+    record = [json.loads(line) for line in (tmp_path / "dry-run.jsonl").read_text().splitlines()]
+    assert [r["verb"] for r in record] == verbs
+    assert params["previous"] == topology.control_plane.broadcast_delay  # declared state, nothing read
+
+
+@pytest.mark.parametrize(("kind", "region"), CASES)
+def test_dry_run_fault_records_exactly_its_plan(topology: Topology, tmp_path: Path, kind: str,
+                                                region: str | None) -> None:
+    t = _target(topology, tmp_path, dry_run=True, out=io.StringIO())
+    params = dict(PARAMS.get(kind, {}))
+    t.inject(kind, region, params)
+    expected = plan.plan_inject(topology, kind, region, dict(PARAMS.get(kind, {})), plan.Observed.desired(topology))
+    assert t.recorded == expected
+    t.recorded.clear()
+    t.revert(kind, region, params)
+    assert t.recorded == plan.plan_revert(topology, kind, region, params)
+
+
+def test_endpoints_use_node_addresses_and_node_ports(topology: Topology, tmp_path: Path) -> None:
+    addresses = {"global": "10.0.0.1", "a": "10.0.1.1", "b": "10.0.2.1", "c": "10.0.3.1"}
+    t = _target(topology, tmp_path, dry_run=True, addresses=addresses, out=io.StringIO())
+    t.up()
+    ep = t.endpoints()
+    assert ep.dns_server == ("10.0.0.1", o.GSLB_DNS_PORT)
+    assert ep.entry_nodes["gateway-b"] == f"http://10.0.2.1:{o.GATEWAY_PORT}/status"
+    assert ep.entry_nodes["proxy-c"] == f"http://10.0.3.1:{o.PROXY_PORT}/status"
+    assert ep.control_plane == f"http://10.0.0.1:{o.CONTROL_PLANE_PORT}/status"
+    assert ep.utilisation["a"] == [f"http://10.0.1.1:{o.APP_PORT_BASE + k}/status" for k in (1, 2)]
+    assert set(ep.entry_nodes) == {f"{n}-{r.name}" for r in topology.regions for n in ("gateway", "proxy")}
+    assert [r.gateway_address for r in t.regions()] == ["10.0.1.1", "10.0.2.1", "10.0.3.1"]
+    assert t.release_plan() == ["c", "b", "a"]
+
+
+def test_ref_round_trip_keeps_allow_list_and_dry_run(topology: Topology, tmp_path: Path) -> None:
+    t = _target(topology, tmp_path, dry_run=True, addresses={"global": "10.0.0.1", "a": "10.0.1.1",
+                                                             "b": "10.0.2.1", "c": "10.0.3.1"})
+    ref = json.loads(json.dumps(t.ref()))  # the ledger stores JSON
+    again = KubeTarget.attach(ref)
+    assert (again.dry_run, again.allow, again.contexts) == (True, t.allow, t.contexts)
+    assert again.endpoints() == t.endpoints()
+
+
+def test_restore_reattaches_kube_and_kind(topology: Topology, tmp_path: Path) -> None:
+    from gameday.faults.restore import attach_target
+    from gameday.targets.kind import KindTarget
+
+    kube = _target(topology, tmp_path, dry_run=True)
+    assert isinstance(attach_target("kube", kube.ref()), KubeTarget)
+    kind = KindTarget(topology, tmp_path, dry_run=True, out=io.StringIO())
+    assert isinstance(attach_target("kind", json.loads(json.dumps(kind.ref()))), KindTarget)
+
+
+def test_node_address_prefers_a_ready_worker() -> None:
+    nodes = [
+        {"name": "cp", "control_plane": True, "ready": True, "internal_ip": "172.18.0.2"},
+        {"name": "w2", "control_plane": False, "ready": True, "internal_ip": "172.18.0.4"},
+        {"name": "w1", "control_plane": False, "ready": False, "internal_ip": "172.18.0.3"},
+    ]
+    assert pick_node_address("a", nodes) == "172.18.0.4"
+    assert pick_node_address("a", nodes[:1]) == "172.18.0.2"
+    with pytest.raises(TargetError, match="no Ready node"):
+        pick_node_address("a", nodes[2:])
+
+
+def test_every_catalogue_kind_is_known_to_the_kube_target(topology: Topology, tmp_path: Path) -> None:
+    t = _target(topology, tmp_path, dry_run=True, out=io.StringIO())
+    for kind in CATALOGUE:
+        region = "a" if CATALOGUE[kind].needs_region else None
+        t.inject(kind, region, dict(PARAMS.get(kind, {})))

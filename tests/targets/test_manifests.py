@@ -1,0 +1,257 @@
+"""The rendered manifests: valid against the real Kubernetes schemas, and R11 hygiene holds.
+
+Schemas: kubernetes-validate's offline OpenAPI-derived JSON schemas in *strict* mode
+(unknown fields are errors; without strict they pass silently, which the first test
+shows), for the pinned node version (SCHEMA_VERSION) and the newest bundled one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from kubernetes import client
+
+from gameday.fedapp.spec import FederationSpec
+from gameday.targets import k8s_files, manifests
+from gameday.targets import k8s_objects as o
+from gameday.topology import GLOBAL_CLUSTER, Topology
+
+Rendered = dict[str, list[dict[str, Any]]]
+VERSIONS = [o.SCHEMA_VERSION, "1.37.0"]
+WORKLOADS = ("Deployment", "StatefulSet")
+
+
+def _all(rendered: Rendered) -> list[tuple[str, dict[str, Any]]]:
+    return [(c, obj) for c, objs in rendered.items() for obj in objs]
+
+
+def _workloads(rendered: Rendered) -> list[tuple[str, dict[str, Any]]]:
+    return [(c, obj) for c, obj in _all(rendered) if obj["kind"] in WORKLOADS]
+
+
+def _id(c: str, obj: dict[str, Any]) -> str:
+    return f"{c}/{obj['kind']}/{obj['metadata']['name']}"
+
+
+def test_strict_mode_is_what_catches_unknown_fields(rendered: Rendered) -> None:
+    dep = copy.deepcopy(next(obj for _, obj in _workloads(rendered)))
+    dep["spec"]["template"]["spec"]["containers"][0]["readinessprobe"] = {}  # misspelt
+    kubernetes_validate.validate(dep, o.SCHEMA_VERSION, strict=False)  # passes silently
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinessprobe"):
+        kubernetes_validate.validate(dep, o.SCHEMA_VERSION, strict=True)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_object_validates_strictly(rendered: Rendered, version: str) -> None:
+    for c, obj in _all(rendered):
+        try:
+            kubernetes_validate.validate(obj, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            pytest.fail(f"{_id(c, obj)} is invalid for Kubernetes {version}: {exc.message}")
+
+
+def test_objects_round_trip_through_the_client_models(rendered: Rendered) -> None:
+    """The official client's models (what the target's API calls serialize) keep every field."""
+    api = client.ApiClient()
+    for c, obj in _all(rendered):
+        model = getattr(client, "V1" + obj["kind"]).from_dict(obj)
+        assert api.sanitize_for_serialization(model) == obj, _id(c, obj)
+
+
+def test_reviewed_copies_are_up_to_date(topology: Topology) -> None:
+    stale = [
+        str(p) for p, text in k8s_files.reviewed_files(topology).items()
+        if not p.exists() or p.read_text(encoding="utf-8") != text
+    ]
+    assert not stale, f"run `python -m gameday.targets.k8s_files`; out of date: {stale}"
+
+
+def test_one_cluster_per_region_plus_global(topology: Topology, rendered: Rendered) -> None:
+    assert list(rendered) == [GLOBAL_CLUSTER, *(r.name for r in topology.regions)]
+    kinds = {c: sorted({obj["kind"] for obj in objs}) for c, objs in rendered.items()}
+    assert kinds[GLOBAL_CLUSTER] == [
+        "ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Service", "StatefulSet",
+    ]
+    for r in topology.regions:
+        names = {(obj["kind"], obj["metadata"]["name"]) for obj in rendered[r.name]}
+        expected = {("Deployment", n) for n in ("gateway", "proxy", "agent")}
+        expected |= {("Deployment", f"app-{k}") for k in range(1, r.instances + 1)}
+        assert expected <= names
+
+
+# -- R11 hygiene ----------------------------------------------------------------------------------
+def test_liveness_and_readiness_are_separate_probes(rendered: Rendered) -> None:
+    for c, w in _workloads(rendered):
+        for ctr in manifests.iter_containers(w):
+            live, ready = ctr["livenessProbe"]["httpGet"], ctr["readinessProbe"]["httpGet"]
+            assert live["path"] != ready["path"], _id(c, w)
+            if ctr["image"] == o.APP_IMAGE:
+                assert (live["path"], ready["path"]) == ("/livez", "/readyz"), _id(c, w)
+
+
+def test_readiness_failure_threshold_is_3(rendered: Rendered) -> None:
+    for c, w in _workloads(rendered):
+        for ctr in manifests.iter_containers(w):
+            assert ctr["readinessProbe"]["failureThreshold"] == 3, _id(c, w)
+            assert ctr["readinessProbe"]["successThreshold"] >= 2, _id(c, w)  # R2: re-admit on rise
+
+
+def test_every_container_has_requests_and_limits(rendered: Rendered) -> None:
+    for c, w in _workloads(rendered):
+        for ctr in manifests.iter_containers(w):
+            res = ctr["resources"]
+            assert set(res["requests"]) == {"cpu", "memory"}, _id(c, w)
+            assert "memory" in res["limits"], _id(c, w)
+
+
+def test_one_pinned_app_image_in_every_region(rendered: Rendered) -> None:
+    images = {ctr["image"] for _, w in _workloads(rendered) for ctr in manifests.iter_containers(w)}
+    assert images == {o.APP_IMAGE, o.NATS_IMAGE}
+    for image in images:
+        assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+    for r in rendered:
+        if r != GLOBAL_CLUSTER:
+            assert {ctr["image"] for _, w in _workloads({r: rendered[r]})
+                    for ctr in manifests.iter_containers(w)} == {o.APP_IMAGE}
+
+
+def test_app_version_is_the_package_version() -> None:
+    from importlib.metadata import version
+
+    assert f"ghcr.io/gameday/fedapp:{version('gameday')}" == o.APP_IMAGE
+
+
+def test_app_has_at_least_two_instances_and_replicated_entry_nodes(
+    topology: Topology, rendered: Rendered
+) -> None:
+    for r in topology.regions:
+        apps = [w for c, w in _workloads(rendered) if c == r.name
+                and w["metadata"]["labels"][o.LABEL_COMPONENT] == "app"]
+        assert len(apps) == r.instances >= 2
+        for name in ("gateway", "proxy"):
+            dep = next(w for c, w in _workloads(rendered) if c == r.name and w["metadata"]["name"] == name)
+            assert dep["spec"]["replicas"] >= 2
+
+
+def _matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_every_workload_is_covered_by_one_pdb(rendered: Rendered) -> None:
+    for cluster, objs in rendered.items():
+        pdbs = [x for x in objs if x["kind"] == "PodDisruptionBudget"]
+        for w in (x for x in objs if x["kind"] in WORKLOADS):
+            pod_labels = w["spec"]["template"]["metadata"]["labels"]
+            covering = [p for p in pdbs if _matches(p["spec"]["selector"]["matchLabels"], pod_labels)]
+            assert len(covering) == 1, _id(cluster, w)
+
+
+def test_pdb_budgets(topology: Topology, rendered: Rendered) -> None:
+    """Replicated components keep all but one pod; the app keeps all but one instance (N-1);
+    singletons may be evicted (minAvailable 1 on one pod would block every node drain)."""
+    for cluster, objs in rendered.items():
+        for p in (x for x in objs if x["kind"] == "PodDisruptionBudget"):
+            comp = p["metadata"]["labels"][o.LABEL_COMPONENT]
+            if comp == "app":
+                assert p["spec"] == {**p["spec"], "minAvailable": topology.region(cluster).instances - 1}
+            elif o.REPLICAS[comp] > 1:
+                assert p["spec"]["minAvailable"] == o.REPLICAS[comp] - 1 >= 1
+            else:
+                assert p["spec"]["maxUnavailable"] == 1 and "minAvailable" not in p["spec"]
+
+
+def test_topology_spread_across_zones_and_nodes(rendered: Rendered) -> None:
+    for c, w in _workloads(rendered):
+        pod = w["spec"]["template"]
+        spread = {s["topologyKey"]: s for s in pod["spec"]["topologySpreadConstraints"]}
+        assert set(spread) == {o.ZONE_KEY, o.HOSTNAME_KEY}, _id(c, w)
+        assert spread[o.HOSTNAME_KEY]["whenUnsatisfiable"] == "DoNotSchedule"
+        for s in spread.values():
+            assert s["maxSkew"] == 1
+            # the constraint counts this workload's pods (for the app: all instances together)
+            assert _matches(s["labelSelector"]["matchLabels"], pod["metadata"]["labels"]), _id(c, w)
+
+
+def test_labels_and_selectors_are_consistent(rendered: Rendered) -> None:
+    required = {o.LABEL_NAME, o.LABEL_INSTANCE, o.LABEL_PART_OF, o.LABEL_VERSION, o.LABEL_MANAGED_BY,
+                o.LABEL_REGION}
+    for c, obj in _all(rendered):
+        labels = obj["metadata"]["labels"]
+        assert required <= set(labels), _id(c, obj)
+        assert labels[o.LABEL_REGION] == c and labels[o.LABEL_VERSION] == o.APP_VERSION
+        if obj["kind"] in WORKLOADS:
+            sel = obj["spec"]["selector"]["matchLabels"]
+            assert o.LABEL_VERSION not in sel  # selectors are immutable; versions change
+            assert _matches(sel, obj["spec"]["template"]["metadata"]["labels"]), _id(c, obj)
+
+
+def test_services_select_pods_on_unique_node_ports(rendered: Rendered) -> None:
+    for cluster, objs in rendered.items():
+        pods = [w["spec"]["template"] for w in objs if w["kind"] in WORKLOADS]
+        seen: set[tuple[int, str]] = set()
+        for svc in (x for x in objs if x["kind"] == "Service"):
+            selected = [p for p in pods if _matches(svc["spec"]["selector"], p["metadata"]["labels"])]
+            assert selected, f"{cluster}/Service/{svc['metadata']['name']} selects no pod"
+            names = {port["name"] for p in selected for ctr in p["spec"]["containers"] for port in ctr["ports"]}
+            for port in svc["spec"]["ports"]:
+                assert port["targetPort"] in names
+                if svc["spec"].get("type") == "NodePort":
+                    assert 30000 <= port["nodePort"] <= 32767 and port["nodePort"] == port["port"]
+                    key = (port["nodePort"], port["protocol"])
+                    assert key not in seen, f"{cluster}: NodePort {key} used twice"
+                    seen.add(key)
+
+
+def test_the_spec_configmap_is_one_federation_spec_everywhere(topology: Topology, rendered: Rendered) -> None:
+    texts = {c: next(x for x in objs if x["kind"] == "ConfigMap")["data"]["spec.json"]
+             for c, objs in rendered.items()}
+    assert len(set(texts.values())) == 1
+    spec = FederationSpec.model_validate(json.loads(texts[GLOBAL_CLUSTER]))
+    assert spec.topology.contexts is None and spec.topology.regions == topology.regions
+    # every endpoint in the spec is served by a NodePort of the right cluster
+    addr = manifests.Addressing.placeholder(topology)
+    for r in spec.regions:
+        host = addr.host(r.name)
+        ports = {p["nodePort"] for x in rendered[r.name] if x["kind"] == "Service" for p in x["spec"]["ports"]}
+        for ep in (r.gateway, r.proxy, r.agent, *(i.endpoint for i in r.instances)):
+            assert ep.host == host and ep.port in ports
+    # pods restart when the spec changes: the template carries its hash
+    for _, w in _workloads({c: v for c, v in rendered.items()}):
+        if w["metadata"]["name"] != "nats":
+            assert w["spec"]["template"]["metadata"]["annotations"][o.ANNOTATION_SPEC_HASH]
+
+
+def test_jetstream_is_on_a_persistent_volume(rendered: Rendered) -> None:
+    nats = next(w for c, w in _workloads(rendered) if w["metadata"]["name"] == "nats")
+    assert nats["kind"] == "StatefulSet"
+    assert "--jetstream" in nats["spec"]["template"]["spec"]["containers"][0]["args"]
+    (claim,) = nats["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert nats["spec"]["persistentVolumeClaimRetentionPolicy"]["whenScaled"] == "Retain"  # bus_down keeps it
+
+
+def test_release_order_is_global_then_standby_first_primary_last(topology: Topology) -> None:
+    from gameday.release import check_release_order
+    from gameday.targets.base import RegionInfo
+
+    order = manifests.release_order(topology)
+    assert order[0] == GLOBAL_CLUSTER and order[-1] == topology.primary_region
+    infos = [RegionInfo(r.name, r.weight, r.capacity, "") for r in topology.regions]
+    assert check_release_order(order[1:], infos, topology.primary_region) == []
+
+
+def test_a_region_called_global_is_refused(topology: Topology) -> None:
+    from gameday.errors import ConfigError
+
+    bad = topology.model_dump()
+    bad["contexts"] = None
+    bad["regions"][0]["name"] = "global"
+    bad["regions"][1]["fallback"] = "global"
+    bad["regions"][2]["fallback"] = "global"
+    bad["primary"] = "global"
+    with pytest.raises(ConfigError, match="reserved for the global tier"):
+        manifests.render_all(Topology.model_validate(bad))
