@@ -39,9 +39,9 @@ end
 SHAPES = {"c1": 1, "c16": 16}
 
 
-def _wrk(url: str, connections: int, seconds: float, script: Path) -> dict[str, Any]:
+def _wrk(url: str, connections: int, seconds: int, script: Path) -> dict[str, Any]:
     out = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--timeout", "2s", "-s", str(script), url],
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "2s", "-s", str(script), url],
         capture_output=True, text=True, timeout=seconds + 30, check=True,
     ).stdout
     line = next(ln for ln in out.splitlines() if ln.startswith("{"))
@@ -56,7 +56,7 @@ def run(quick: bool) -> BenchResult:
     if shutil.which("wrk") is None:
         res.error = "wrk not found: apt-get install -y wrk"
         return res
-    rounds, seconds = (3, 1.5) if quick else (8, 2.5)
+    rounds, seconds = (3, 2) if quick else (8, 2)  # wrk takes whole seconds
     base = local_topology()
     data = base.model_dump()
     for r in data["regions"]:
@@ -72,7 +72,7 @@ def run(quick: bool) -> BenchResult:
         res.data["urls"] = urls
         res.data["region"] = region.name
         for url in urls.values():  # warm up both paths (connections, caches)
-            _wrk(url, 4, 1.0, script)
+            _wrk(url, 4, 1, script)
         for i in range(rounds):
             for shape, conns in SHAPES.items():
                 order = ["gateway", "direct"] if i % 2 == 0 else ["direct", "gateway"]

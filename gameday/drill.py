@@ -242,6 +242,7 @@ class Drill:
                     f"steady state not observed within {timeout:g} s before injecting: entry nodes routing to "
                     f"{sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
                     f"{'seen' if cp_seen else 'not seen'}; nothing was injected")
+            self._tick_progress()
             time.sleep(0.05)
 
     def _revert(self, active: ActiveFault, reason: str | None) -> None:
@@ -289,6 +290,7 @@ class Drill:
                 w.t_restored = max(o.t for o in latest.values())
                 active.result.timeline.mark(w.t_restored, "restored")
                 return
+            self._tick_progress()
             time.sleep(0.1)
         raise FaultError(
             f"after reverting {w.kind} {w.region or ''} the federation did not return to steady state "
@@ -318,6 +320,7 @@ class Drill:
                     done = res.client_recovery().value is not None
                 if done:
                     break
+            self._tick_progress()
             time.sleep(0.1)
         self._check(fault)
         return res
@@ -327,6 +330,7 @@ class Drill:
         end = fault.window.t_fault + seconds
         while time.monotonic() < end:
             self._check(fault)
+            self._tick_progress()
             time.sleep(0.1)
         self._check(fault)
         return fault.result
@@ -341,13 +345,21 @@ class Drill:
     _phase = "idle"
 
     def _on_tick(self, now: float) -> None:
+        """Observer thread, every tick: evaluate the stop condition."""
         active = self.active
         ratio, n = self._recent_error_ratio(active, now)
         if active is not None and not active.reverted:
             self._stop_condition(active, now, ratio, n)
-        if now - self._last_progress >= 0.5:
-            self._last_progress = now
-            self.progress(self._progress_line(active, now, ratio))
+
+    def _tick_progress(self) -> None:
+        """Main thread (the progress writer may suspend output capture): the live line."""
+        now = time.monotonic()
+        if now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        active = self.active
+        ratio, _ = self._recent_error_ratio(active, now)
+        self.progress(self._progress_line(active, now, ratio))
 
     def _recent_error_ratio(self, active: ActiveFault | None, now: float) -> tuple[float, int]:
         if active is None:
@@ -380,7 +392,7 @@ class Drill:
             return f"[gameday] {self._phase}"
         w = active.window
         tl = active.result.timeline
-        parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+6.1f}s"]
+        parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+.1f}s"]
         if w.region is not None:
             dns_recent = tl.dns[-5:]
             parts.append("dns converged" if dns_recent and all(w.region not in d.regions for d in dns_recent)

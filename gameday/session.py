@@ -179,18 +179,27 @@ def _safe(nodeid: str) -> str:
 
 
 def _progress_writer(config: pytest.Config) -> Any:
+    """The live progress line: rewritten in place on a terminal, a line every 5 s in CI logs.
+
+    Called from the test's thread only: it suspends output capture while it writes, the
+    way pytest's own live logging does.
+    """
     tr = config.pluginmanager.get_plugin("terminalreporter")
-    if tr is None:
-        return lambda line: None
-    tty = bool(getattr(tr, "isatty", False))
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if tr is None or getattr(config, "workerinput", None) is not None:
+        return lambda line: None  # xdist workers have no terminal
+    tty = bool(tr.isatty)
     last = [0.0]
 
     def write(line: str) -> None:
-        if tty:
-            tr.rewrite(line, erase=True)
-        elif time.monotonic() - last[0] >= 5.0:  # CI logs: a line every 5 s, not a flood
-            last[0] = time.monotonic()
-            tr.write_line(line)
+        if not tty and time.monotonic() - last[0] < 5.0:
+            return
+        last[0] = time.monotonic()
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            if tty:
+                tr.rewrite(line, erase=True)
+            else:
+                tr.write_line(line)
 
     return write
 

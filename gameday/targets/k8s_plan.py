@@ -381,8 +381,8 @@ def plan_revert(topology: Topology, kind: str, region: str | None, params: Mappi
     if kind == "region_labels":
         r = _need_region(kind, region)
         # the old labels lost (runner killed before the ledger update): the declared ones
-        previous = dict(params.get("previous", topology.region(r).labels))
-        ops = [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": previous}, path="/admin/slow")]
+        old_labels = dict(params.get("previous", topology.region(r).labels))
+        ops = [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": old_labels}, path="/admin/slow")]
         return [*ops, *plan_reconcile(topology)]
     raise ConfigError(f"kube target: unknown fault {kind!r}")
 

@@ -184,8 +184,9 @@ class LocalTarget:
         return plan_release(self.regions(), self.topology.primary_region)
 
     def rollout_region(self, region: str) -> None:
-        """Restart the region's app instances one at a time; each must be ready again (its
-        own ``/readyz`` and in its gateway's ready set) before the next one goes."""
+        """Restart the region's app instances one at a time; each must be ready again before
+        the next one goes: its own ``/readyz``, ``rise`` fresh successful probes by the region
+        agent, and its gateway's ready set."""
         for name in self._apps(region):
             try:
                 self.fed.stop_component(name, signal.SIGTERM)
@@ -195,19 +196,28 @@ class LocalTarget:
 
     def _wait_instance_ready(self, region: str, name: str) -> None:
         instance = str(self.fed.components[name].instance)
+        rise = self.topology.timing.rise
         deadline = time.monotonic() + INSTANCE_READY_TIMEOUT
+        probes_at_start: int | None = None
         seen = "nothing yet"
         while time.monotonic() < deadline:
             try:
+                target = self.fed.get_json(f"agent-{region}")["targets"][instance]
+                if probes_at_start is None:
+                    probes_at_start = int(target["probes"])
                 own = self.fed.get_json(name, "/readyz")
                 gw = self.fed.get_json(f"gateway-{region}")
-            except (httpx.HTTPError, ValueError) as exc:
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
                 seen = f"{type(exc).__name__}: {exc}"
             else:
                 view = gw.get("local", {}).get(instance, {})
-                if own.get("ready") and view.get("ready") and not view.get("ejected"):
+                fresh = int(target["probes"]) - probes_at_start
+                if (own.get("ready") and target.get("healthy") and fresh >= rise
+                        and int(target.get("consecutive_ok", 0)) >= rise and view.get("ready")
+                        and not view.get("ejected")):
                     return
-                seen = f"own /readyz {own}, gateway-{region} sees {view}"
+                seen = (f"own /readyz {own}, agent: {fresh} probes since the restart, healthy "
+                        f"{target.get('healthy')}; gateway-{region} sees {view}")
             time.sleep(0.05)
         raise TargetError(f"{name} was restarted but is not ready within {INSTANCE_READY_TIMEOUT:g} s "
                           f"(last seen: {seen}); see {self.fed.logdir / (name + '.log')}")

@@ -39,10 +39,15 @@ def converge_s(timing: Any) -> float:
 
 
 @pytest.fixture
-def settled(view: FederationView, timing: Any, converge_s: float) -> int:
+def settled(view: FederationView, converge_s: float) -> int:
     """Wait until every entry node is at the control plane's version routing to every
-    region and the GSLB answers with every region at full weight (no ramp left over from
-    an earlier check); return that version."""
-    version = view.wait_converged(converge_s)
+    region; return that version."""
+    return view.wait_converged(converge_s)
+
+
+@pytest.fixture
+def full_weight(view: FederationView, timing: Any, converge_s: float, settled: int) -> int:
+    """:func:`settled`, and the GSLB answering with every region at its full static weight
+    (no re-admission ramp left over from an earlier check); return the version."""
     view.wait_dns_settled(converge_s + timing.ramp_seconds)
-    return version
+    return settled

@@ -38,6 +38,6 @@ def test_r5_versions_monotonic_across_a_change_and_a_restart(drill, view, timing
     for node, url in view.entry_urls().items():
         status = view.get_json(view.ep.entry_nodes[node])
         reply = view.request(url)
-        assert reply.status == 200 and reply.route_version == status.get("version") == v_end, (
+        assert (reply.status, reply.route_version, status.get("version")) == (200, v_end, v_end), (
             f"expected {node} to route by the version it reports (v{status.get('version')}) and the control "
             f"plane's (v{v_end}); a request through it: {reply}")

@@ -59,7 +59,8 @@ def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federat
     wait_until(lambda: ((s := view.get_json(status_url)).get("stale") is False and s.get("version") >= v_now, s),
                converge_s, f"{node} to catch up with v{v_now} and clear the alarm once it hears broadcasts again")
     cleared_metric = view.metrics(status_url).value("gameday_stale_snapshot", node=node)
-    assert cleared_metric == 0, f"expected gameday_stale_snapshot{{node=\"{node}\"}} = 0 after catching up, got {cleared_metric}"
+    assert cleared_metric == 0, (f"expected gameday_stale_snapshot{{node=\"{node}\"}} = 0 after catching up, "
+                                 f"got {cleared_metric}")
     # The drill's observers collected the lines up to its end; the target has the rest.
     events = [(a.t, a.node, a.event) for a in cut.result.timeline.copy().alarms]
     events += _alarm_events(list(federation.alarm_lines()))
@@ -68,7 +69,8 @@ def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federat
     assert raised, (f"expected a structured stale_snapshot log line from {node} after the cut (t+0 at "
                     f"{t_cut:.1f}); its alarm lines: {[(round(e[0] - t_cut, 1), e[2]) for e in mine]}")
     cleared = [e for e in mine if e[2] == "stale_snapshot_cleared" and e[0] > raised[0][0]]
+    lines = [(round(e[0] - t_cut, 1), e[2]) for e in mine]
     assert cleared, (f"expected a stale_snapshot_cleared log line from {node} after its alarm at "
-                     f"t+{raised[0][0] - t_cut:.1f} s; its alarm lines: {[(round(e[0] - t_cut, 1), e[2]) for e in mine]}")
+                     f"t+{raised[0][0] - t_cut:.1f} s; its alarm lines (t after the cut, event): {lines}")
     strangers = sorted({e[1] for e in events if e[1] != node and e[2] == "stale_snapshot" and e[0] >= t_cut})
     assert not strangers, f"expected only {node} to alarm; {strangers} raised stale-snapshot alarms too"

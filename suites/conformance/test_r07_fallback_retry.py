@@ -32,7 +32,8 @@ def test_r7_local_fallback_within_500ms(drill, view, topology, timing, converge_
         after = view.get_json(status_url).get("fallbacks_total", 0)
     where = f"{gw} at t+{t_seen - fault.window.t_fault:.1f} s after every instance of {region} became unready"
     failed = [r for r in replies if r.status != 200]
-    assert not failed, f"expected {where} to serve every request from another region; {len(failed)} of {len(replies)} failed, first: {failed[0]}"
+    assert not failed, (f"expected {where} to serve every request from another region; {len(failed)} of "
+                        f"{len(replies)} failed, first: {failed[0]}")
     wrong = [r for r in replies if r.region == region or (fallback and r.region != fallback)]
     assert not wrong, (f"expected {where} to forward to its fallback region {fallback or '(any other)'}; "
                        f"{len(wrong)} of {len(replies)} were served by {sorted({r.served_by for r in wrong})}")
@@ -64,7 +65,8 @@ def test_r7_cross_region_retry_within_500ms(drill, view, timing, settled):
     assert not failed, (f"expected every request through {gw} to be served despite {region}'s hung instances; "
                         f"{len(failed)} of {len(replies)} failed, first: {failed[0]}")
     local = [r for r in replies if r.region == region]
-    assert not local, f"expected hung {region} instances to serve nothing; {len(local)} replies came from them: {local[0]}"
+    assert not local, (f"expected hung {region} instances to serve nothing; {len(local)} replies came from them, "
+                       f"first: {local[0]}")
     slow = [r for r in replies if r.elapsed > LIMIT]
     assert not slow, (f"expected each request through {gw}, retry included, within {LIMIT * 1000:.0f} ms; "
                       f"{len(slow)} of {len(replies)} took longer, slowest {max(slow, key=lambda r: r.elapsed)}")

@@ -48,7 +48,7 @@ def _check_ttl(answers, ttl, what):
 
 
 @pytest.mark.conformance("R8", "DNS answers follow the static weights (2,000 queries) and carry the TTL")
-def test_r8_dns_answers_follow_static_weights(view, federation, timing, converge_s, settled):
+def test_r8_dns_answers_follow_static_weights(view, federation, timing, converge_s, full_weight):
     answers = view.dns(QUERIES)
     # A region re-admitted during the sample would ramp and skew it: check none did.
     view.wait_dns_settled(0.0)
@@ -58,7 +58,7 @@ def test_r8_dns_answers_follow_static_weights(view, federation, timing, converge
 
 @pytest.mark.conformance("R8", "a failed region's weight is redistributed in proportion to the others' weights")
 def test_r8_failed_region_weight_redistributed_proportionally(drill, view, federation, timing, converge_s,
-                                                              settled):
+                                                              full_weight):
     region = drill.pick_region()
     survivors = {r.name: r.weight for r in federation.regions() if r.name != region}
     with drill.fault("gateway_down", region):

@@ -13,6 +13,9 @@ import pytest
 
 from gameday.verdicts.capacity import static_headroom
 
+SURVIVORS_ONLY = 4.0
+"""Seconds observed after the clients' DNS caches expired (8 utilisation samples)."""
+
 
 def _survivor_loads(regions, offered, lost):
     rest = [r for r in regions if r.name != lost]
@@ -41,12 +44,12 @@ def test_r9_static_n_minus_1_capacity(federation, topology, gameday_settings, sl
 
 @pytest.mark.conformance("R9", "N-1 measured: with the worst region out under load, utilisation stays under the limit")
 def test_r9_measured_utilisation_with_the_worst_region_out(drill, load, federation, topology, gameday_settings,
-                                                           settled):
+                                                           timing, settled):
     regions = federation.regions()
     offered = _offered(gameday_settings, topology)
     worst = max((r.name for r in regions),
                 key=lambda lost: max(load_ / cap for load_, cap in _survivor_loads(regions, offered, lost).values()))
     with drill.fault("gateway_down", worst) as fault:
-        result = drill.observe_switchover(fault)
-    result.assert_client_recovered()
+        # Clients move within one TTL; then the survivors carry the whole load for a while.
+        result = drill.observe(fault, timing.dns_ttl + SURVIVORS_ONLY)
     result.assert_headroom()

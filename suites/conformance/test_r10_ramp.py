@@ -27,7 +27,7 @@ CHECKS = 4
 
 
 @pytest.mark.conformance("R10", "a returning region is re-admitted on a weight ramp, not at once")
-def test_r10_returning_region_ramps_its_dns_share(drill, view, federation, timing, converge_s, settled):
+def test_r10_returning_region_ramps_its_dns_share(drill, view, federation, timing, converge_s, full_weight):
     ramp = timing.ramp_seconds
     assert ramp > 0, "R10 needs a re-admission ramp; the topology's ramp_seconds is 0 (all weight at once)"
     regions = federation.regions()
@@ -41,7 +41,7 @@ def test_r10_returning_region_ramps_its_dns_share(drill, view, federation, timin
         st = view.gslb()["regions"][region]
         return bool(st.get("healthy")), (time.monotonic() - float(st["since_change_s"]), st)
 
-    start, st = wait_until(readmitted, converge_s, f"the GSLB to re-admit region {region} after the revert")
+    start, _ = wait_until(readmitted, converge_s, f"the GSLB to re-admit region {region} after the revert")
     answers = []
     deadline = start + ramp + TAIL
     for _ in range(int((ramp + TAIL) * 20) + 10):  # bounded in count too: a batch takes far over 50 ms
@@ -67,7 +67,7 @@ def test_r10_returning_region_ramps_its_dns_share(drill, view, federation, timin
             f"{middle:.1%} (n={n_mid}), after {after:.1%} (n={n_after}); full weight share {full:.1%}")
     assert early + e_early < full, (f"expected {region} to return well below its full share (not at once); {seen}; "
                                     f"tolerance ±{e_early:.1%}")
-    assert middle - e_mid > 0 and middle - e_mid > early + e_early, (
+    assert middle - e_mid > max(0.0, early + e_early), (
         f"expected {region}'s share to grow during the ramp (middle third above the first, and above 0); {seen}; "
         f"tolerances ±{e_early:.1%} / ±{e_mid:.1%}")
     assert abs(after - full) <= e_after, (f"expected {region} back at its full share after the ramp; {seen}; "

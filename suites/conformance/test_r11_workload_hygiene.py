@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import kubernetes_validate
 import pytest
 
 from gameday.conformance import manifests
@@ -31,8 +32,6 @@ NODE_IMAGE = re.compile(r"kindest/node:v(\d+\.\d+)(?:\.\d+)?")
 
 def _kubernetes_version():
     """The Kubernetes minor version of the kind node images, else the newest schema."""
-    import kubernetes_validate
-
     found = sorted({m.group(1) for p in KIND_CONFIGS.glob("*.yaml") for m in NODE_IMAGE.finditer(p.read_text())})
     if len(found) > 1:
         pytest.fail(f"kind configs in {KIND_CONFIGS} run different Kubernetes versions {found}; one is expected")

@@ -11,6 +11,8 @@ routing to every region, and requests through the region's gateway served by the
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from gameday.release import check_release_order, run_release
@@ -55,5 +57,5 @@ def test_r12_rolling_release_region_by_region(federation, view, converge_s, sett
 
     steps = run_release(plan, federation.rollout_region, verify)
     assert [s.region for s in steps] == list(plan), f"expected the release to follow {plan}; it did {steps}"
-    overlaps = [(a.region, b.region) for a, b in zip(steps, steps[1:]) if b.started < a.verified]
+    overlaps = [(a.region, b.region) for a, b in itertools.pairwise(steps) if b.started < a.verified]
     assert not overlaps, f"expected each region verified before the next started; overlapping steps {overlaps}"

@@ -26,7 +26,8 @@ def test_r14_regional_control_planes_above_ten_regions(federation, view):
                          f"exposes none for {missing} (Endpoints.extra['regional_control_planes'] has "
                          f"{sorted(regional)})")
     silent = {r: u for r, u in regional.items() if not isinstance((view.try_json(u) or {}).get("version"), int)}
-    assert not silent, f"expected every regional control plane to answer /status with a version; these did not: {silent}"
+    assert not silent, (f"expected every regional control plane to answer /status with a version; these did not: "
+                        f"{silent}")
     global_scope = {n: (s or {}).get("snapshot_scope") for n, s in view.nodes().items()
                     if (s or {}).get("snapshot_scope") != "regional"}
     assert not global_scope, (f"expected every entry node to follow its regional snapshot (snapshot_scope = "

@@ -35,8 +35,8 @@ class ClusterState:
         st = cls()
         for cluster, objs in rendered.items():
             for o in objs:
-                st.objects[(cluster, o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])] = (
-                    copy.deepcopy(o)
+                st.objects[(cluster, o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"])] = copy.deepcopy(
+                    o
                 )
         for r in topology.regions:
             st.admin[(r.name, "gateway")] = {"readyz": "ok"}
@@ -71,7 +71,8 @@ class ClusterState:
         elif op.verb == "scale":
             if key not in self.objects:
                 raise LookupError(f"404: {key} does not exist, cannot scale it")
-            assert op.replicas is not None and op.replicas >= 0
+            assert op.replicas is not None
+            assert op.replicas >= 0
             self.objects[key]["spec"]["replicas"] = op.replicas
         elif op.verb == "delete":
             self.objects.pop(key, None)
@@ -87,7 +88,8 @@ class ClusterState:
             assert (op.name, body) == ("controlplane", {})
             return
         if op.path == "/admin/slow":  # the agent's handler: replace labels/quota
-            assert op.name == "agent" and set(body) <= {"labels", "quota"}
+            assert op.name == "agent"
+            assert set(body) <= {"labels", "quota"}
             state.update({k: dict(v) for k, v in body.items()})
             return
         assert op.path == "/admin/fault", op.path
@@ -99,7 +101,9 @@ class ClusterState:
             assert 0 <= delay <= 3600
             state["broadcast_delay"] = delay
         hook = ReadyzFault()
-        hook.configure({k: v for k, v in body.items() if k != "drop_broadcasts"})  # raises ValueError on a body the component would reject
+        hook.configure(
+            {k: v for k, v in body.items() if k != "drop_broadcasts"}
+        )  # raises ValueError on a body the component would reject
         if "readyz" in body:
             state["readyz"] = hook.mode
             for k in ("period", "down", "until"):

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import stat
 from pathlib import Path
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
@@ -25,20 +26,32 @@ from gameday.topology import Topology, load_topology
 
 def test_create_argv(tmp_path: Path) -> None:
     assert kind.create_argv("a", tmp_path) == [
-        "kind", "create", "cluster", "--name", "gd-a", "--config", str(tmp_path / "a.yaml"), "--wait", "180s",
+        "kind",
+        "create",
+        "cluster",
+        "--name",
+        "gd-a",
+        "--config",
+        str(tmp_path / "a.yaml"),
+        "--wait",
+        "180s",
     ]
 
 
 def test_load_delete_and_get_argv() -> None:
     assert kind.load_image_argv(o.APP_IMAGE, "global") == [
-        "kind", "load", "docker-image", "ghcr.io/gameday/fedapp:0.1.0", "--name", "gd-global",
+        "kind",
+        "load",
+        "docker-image",
+        "ghcr.io/gameday/fedapp:0.1.0",
+        "--name",
+        "gd-global",
     ]
     assert kind.delete_argv("b") == ["kind", "delete", "cluster", "--name", "gd-b"]
     assert kind.get_clusters_argv() == ["kind", "get", "clusters"]
 
 
-def test_up_creates_only_missing_clusters_and_down_deletes_only_created(topology: Topology,
-                                                                         tmp_path: Path) -> None:
+def test_up_creates_only_missing_clusters_and_down_deletes_only_created(topology: Topology, tmp_path: Path) -> None:
     argvs = kind.plan_up(topology, existing=["gd-a", "someone-else"], kind_dir=tmp_path)
     assert [a[4] for a in argvs] == ["gd-global", "gd-b", "gd-c"]
     assert kind.plan_down(["global", "b"]) == [kind.delete_argv("b"), kind.delete_argv("global")]
@@ -56,28 +69,35 @@ def _empty_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *tools: str) ->
     monkeypatch.setenv("PATH", str(bindir))
 
 
-def test_missing_kind_gives_the_clear_error(topology: Topology, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_kind_gives_the_clear_error(
+    topology: Topology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _empty_path(monkeypatch, tmp_path, "docker")
-    with pytest.raises(TargetError, match=r"^kind not found: the kind target needs kind and a container "
-                                          r"engine \(CI runners\)"):
+    with pytest.raises(
+        TargetError,
+        match=r"^kind not found: the kind target needs kind and a container "
+        r"engine \(CI runners\)",
+    ):
         KindTarget(topology, tmp_path / "w")
     assert not (tmp_path / "w").exists()  # nothing was created
 
 
-def test_missing_docker_gives_the_clear_error(topology: Topology, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_docker_gives_the_clear_error(
+    topology: Topology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _empty_path(monkeypatch, tmp_path, "kind")
     with pytest.raises(TargetError, match=r"^docker not found: the kind target needs a container engine"):
         KindTarget(topology, tmp_path / "w")
 
 
-def test_docker_without_a_daemon_gives_the_clear_error(topology: Topology, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_docker_without_a_daemon_gives_the_clear_error(
+    topology: Topology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _empty_path(monkeypatch, tmp_path, "kind", "docker")  # `docker info` exits 3
     with pytest.raises(TargetError, match="daemon is not reachable") as err:
         KindTarget(topology, tmp_path / "w")
-    assert "docker info" in str(err.value) and "exit code 3" in str(err.value)
+    assert "docker info" in str(err.value)
+    assert "exit code 3" in str(err.value)
 
 
 def test_a_failed_command_names_itself_and_its_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -86,8 +106,9 @@ def test_a_failed_command_names_itself_and_its_stderr(tmp_path: Path, monkeypatc
         CommandRunner().run(kind.get_clusters_argv())
 
 
-def test_dry_run_needs_no_tools_and_records_everything(topology: Topology, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_needs_no_tools_and_records_everything(
+    topology: Topology, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _empty_path(monkeypatch, tmp_path)
     out = io.StringIO()
     t = KindTarget(topology.with_overrides(contexts=None), tmp_path / "w", dry_run=True, out=out)
@@ -114,8 +135,6 @@ def test_dry_run_needs_no_tools_and_records_everything(topology: Topology, tmp_p
 
 
 def test_configs_written_by_the_target_validate(topology: Topology, tmp_path: Path) -> None:
-    import json
-
     t = KindTarget(topology, tmp_path, dry_run=True, out=io.StringIO())
     t.write_configs()
     schema = json.loads((k8s_files.KIND_DIR / "schema-v1alpha4.json").read_text())
@@ -141,7 +160,8 @@ def test_make_target_kube_not_allow_listed_is_a_usage_error(topology: Topology, 
 
 def test_make_target_kube(topology: Topology, tmp_path: Path) -> None:
     t = make_target(_state("kube", topology, allow_context=("kind-gd-*",), dry_run=True), tmp_path)
-    assert isinstance(t, KubeTarget) and t.dry_run
+    assert isinstance(t, KubeTarget)
+    assert t.dry_run
 
 
 def test_make_target_kind_without_kind_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -154,4 +174,3 @@ def test_make_target_kind_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     _empty_path(monkeypatch, tmp_path)
     t = make_target(_state("kind", load_topology(), dry_run=True), tmp_path)
     assert isinstance(t, KindTarget)
-

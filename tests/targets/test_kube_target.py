@@ -16,10 +16,12 @@ import pytest
 
 from gameday.errors import TargetError
 from gameday.faults.catalogue import CATALOGUE
+from gameday.faults.restore import attach_target
 from gameday.targets import k8s_objects as o
 from gameday.targets import k8s_plan as plan
 from gameday.targets.base import Target
 from gameday.targets.k8s_client import pick_node_address
+from gameday.targets.kind import KindTarget
 from gameday.targets.kube import KubeTarget
 from gameday.topology import Topology
 
@@ -41,12 +43,13 @@ def test_it_is_a_target(topology: Topology, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("allow", [[], ["staging-*"], ["kind-gd-a", "kind-gd-b", "kind-gd-c"]])
-def test_contexts_outside_the_allow_list_are_refused(topology: Topology, tmp_path: Path,
-                                                     allow: list[str]) -> None:
+def test_contexts_outside_the_allow_list_are_refused(topology: Topology, tmp_path: Path, allow: list[str]) -> None:
     with pytest.raises(TargetError) as err:
         _target(topology, tmp_path, allow=allow)
     msg = str(err.value)
-    assert "--gameday-allow-context" in msg and "is not allow-listed" in msg and "Nothing was changed" in msg
+    assert "--gameday-allow-context" in msg
+    assert "is not allow-listed" in msg
+    assert "Nothing was changed" in msg
     assert "kind-gd-" in msg  # names the refused context
 
 
@@ -74,17 +77,20 @@ def test_dry_run_lifecycle_records_every_call_and_makes_none(topology: Topology,
     assert list(t.alarm_lines()) == []
     t.down()
     verbs = [op.verb for op in t.recorded]
-    assert verbs.count("connect") == 4 and verbs[-4:] == ["delete"] * 4
+    assert verbs.count("connect") == 4
+    assert verbs[-4:] == ["delete"] * 4
     printed = out.getvalue().splitlines()
-    assert len(printed) == len(t.recorded) and all(line.startswith("gameday dry-run: ") for line in printed)
+    assert len(printed) == len(t.recorded)
+    assert all(line.startswith("gameday dry-run: ") for line in printed)
     record = [json.loads(line) for line in (tmp_path / "dry-run.jsonl").read_text().splitlines()]
     assert [r["verb"] for r in record] == verbs
     assert params["previous"] == topology.control_plane.broadcast_delay  # declared state, nothing read
 
 
 @pytest.mark.parametrize(("kind", "region"), CASES)
-def test_dry_run_fault_records_exactly_its_plan(topology: Topology, tmp_path: Path, kind: str,
-                                                region: str | None) -> None:
+def test_dry_run_fault_records_exactly_its_plan(
+    topology: Topology, tmp_path: Path, kind: str, region: str | None
+) -> None:
     t = _target(topology, tmp_path, dry_run=True, out=io.StringIO())
     params = dict(PARAMS.get(kind, {}))
     t.inject(kind, region, params)
@@ -111,8 +117,12 @@ def test_endpoints_use_node_addresses_and_node_ports(topology: Topology, tmp_pat
 
 
 def test_ref_round_trip_keeps_allow_list_and_dry_run(topology: Topology, tmp_path: Path) -> None:
-    t = _target(topology, tmp_path, dry_run=True, addresses={"global": "10.0.0.1", "a": "10.0.1.1",
-                                                             "b": "10.0.2.1", "c": "10.0.3.1"})
+    t = _target(
+        topology,
+        tmp_path,
+        dry_run=True,
+        addresses={"global": "10.0.0.1", "a": "10.0.1.1", "b": "10.0.2.1", "c": "10.0.3.1"},
+    )
     ref = json.loads(json.dumps(t.ref()))  # the ledger stores JSON
     again = KubeTarget.attach(ref)
     assert (again.dry_run, again.allow, again.contexts) == (True, t.allow, t.contexts)
@@ -120,9 +130,6 @@ def test_ref_round_trip_keeps_allow_list_and_dry_run(topology: Topology, tmp_pat
 
 
 def test_restore_reattaches_kube_and_kind(topology: Topology, tmp_path: Path) -> None:
-    from gameday.faults.restore import attach_target
-    from gameday.targets.kind import KindTarget
-
     kube = _target(topology, tmp_path, dry_run=True)
     assert isinstance(attach_target("kube", kube.ref()), KubeTarget)
     kind = KindTarget(topology, tmp_path, dry_run=True, out=io.StringIO())

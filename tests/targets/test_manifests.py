@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import copy
 import json
+from importlib.metadata import version
 from typing import Any
 
 import kubernetes_validate
 import pytest
 from kubernetes import client
 
+from gameday.errors import ConfigError
 from gameday.fedapp.spec import FederationSpec
+from gameday.release import check_release_order
 from gameday.targets import k8s_files, manifests
 from gameday.targets import k8s_objects as o
+from gameday.targets.base import RegionInfo
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 Rendered = dict[str, list[dict[str, Any]]]
@@ -59,12 +63,13 @@ def test_objects_round_trip_through_the_client_models(rendered: Rendered) -> Non
     api = client.ApiClient()
     for c, obj in _all(rendered):
         model = getattr(client, "V1" + obj["kind"]).from_dict(obj)
-        assert api.sanitize_for_serialization(model) == obj, _id(c, obj)
+        assert api.sanitize_for_serialization(model) == obj, _id(c, obj)  # type: ignore[no-untyped-call]
 
 
 def test_reviewed_copies_are_up_to_date(topology: Topology) -> None:
     stale = [
-        str(p) for p, text in k8s_files.reviewed_files(topology).items()
+        str(p)
+        for p, text in k8s_files.reviewed_files(topology).items()
         if not p.exists() or p.read_text(encoding="utf-8") != text
     ]
     assert not stale, f"run `python -m gameday.targets.k8s_files`; out of date: {stale}"
@@ -74,7 +79,12 @@ def test_one_cluster_per_region_plus_global(topology: Topology, rendered: Render
     assert list(rendered) == [GLOBAL_CLUSTER, *(r.name for r in topology.regions)]
     kinds = {c: sorted({obj["kind"] for obj in objs}) for c, objs in rendered.items()}
     assert kinds[GLOBAL_CLUSTER] == [
-        "ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Service", "StatefulSet",
+        "ConfigMap",
+        "Deployment",
+        "Namespace",
+        "PodDisruptionBudget",
+        "Service",
+        "StatefulSet",
     ]
     for r in topology.regions:
         names = {(obj["kind"], obj["metadata"]["name"]) for obj in rendered[r.name]}
@@ -112,25 +122,24 @@ def test_one_pinned_app_image_in_every_region(rendered: Rendered) -> None:
     images = {ctr["image"] for _, w in _workloads(rendered) for ctr in manifests.iter_containers(w)}
     assert images == {o.APP_IMAGE, o.NATS_IMAGE}
     for image in images:
-        assert ":" in image.rsplit("/", 1)[-1] and not image.endswith(":latest"), image
+        assert ":" in image.rsplit("/", 1)[-1], image  # a tag ...
+        assert not image.endswith(":latest"), image  # ... that pins a version
     for r in rendered:
         if r != GLOBAL_CLUSTER:
-            assert {ctr["image"] for _, w in _workloads({r: rendered[r]})
-                    for ctr in manifests.iter_containers(w)} == {o.APP_IMAGE}
+            assert {ctr["image"] for _, w in _workloads({r: rendered[r]}) for ctr in manifests.iter_containers(w)} == {
+                o.APP_IMAGE
+            }
 
 
 def test_app_version_is_the_package_version() -> None:
-    from importlib.metadata import version
-
     assert f"ghcr.io/gameday/fedapp:{version('gameday')}" == o.APP_IMAGE
 
 
-def test_app_has_at_least_two_instances_and_replicated_entry_nodes(
-    topology: Topology, rendered: Rendered
-) -> None:
+def test_app_has_at_least_two_instances_and_replicated_entry_nodes(topology: Topology, rendered: Rendered) -> None:
     for r in topology.regions:
-        apps = [w for c, w in _workloads(rendered) if c == r.name
-                and w["metadata"]["labels"][o.LABEL_COMPONENT] == "app"]
+        apps = [
+            w for c, w in _workloads(rendered) if c == r.name and w["metadata"]["labels"][o.LABEL_COMPONENT] == "app"
+        ]
         assert len(apps) == r.instances >= 2
         for name in ("gateway", "proxy"):
             dep = next(w for c, w in _workloads(rendered) if c == r.name and w["metadata"]["name"] == name)
@@ -161,7 +170,8 @@ def test_pdb_budgets(topology: Topology, rendered: Rendered) -> None:
             elif o.REPLICAS[comp] > 1:
                 assert p["spec"]["minAvailable"] == o.REPLICAS[comp] - 1 >= 1
             else:
-                assert p["spec"]["maxUnavailable"] == 1 and "minAvailable" not in p["spec"]
+                assert p["spec"]["maxUnavailable"] == 1
+                assert "minAvailable" not in p["spec"]
 
 
 def test_topology_spread_across_zones_and_nodes(rendered: Rendered) -> None:
@@ -177,12 +187,12 @@ def test_topology_spread_across_zones_and_nodes(rendered: Rendered) -> None:
 
 
 def test_labels_and_selectors_are_consistent(rendered: Rendered) -> None:
-    required = {o.LABEL_NAME, o.LABEL_INSTANCE, o.LABEL_PART_OF, o.LABEL_VERSION, o.LABEL_MANAGED_BY,
-                o.LABEL_REGION}
+    required = {o.LABEL_NAME, o.LABEL_INSTANCE, o.LABEL_PART_OF, o.LABEL_VERSION, o.LABEL_MANAGED_BY, o.LABEL_REGION}
     for c, obj in _all(rendered):
         labels = obj["metadata"]["labels"]
         assert required <= set(labels), _id(c, obj)
-        assert labels[o.LABEL_REGION] == c and labels[o.LABEL_VERSION] == o.APP_VERSION
+        assert labels[o.LABEL_REGION] == c
+        assert labels[o.LABEL_VERSION] == o.APP_VERSION
         if obj["kind"] in WORKLOADS:
             sel = obj["spec"]["selector"]["matchLabels"]
             assert o.LABEL_VERSION not in sel  # selectors are immutable; versions change
@@ -200,27 +210,29 @@ def test_services_select_pods_on_unique_node_ports(rendered: Rendered) -> None:
             for port in svc["spec"]["ports"]:
                 assert port["targetPort"] in names
                 if svc["spec"].get("type") == "NodePort":
-                    assert 30000 <= port["nodePort"] <= 32767 and port["nodePort"] == port["port"]
+                    assert 30000 <= port["nodePort"] <= 32767
+                    assert port["nodePort"] == port["port"]
                     key = (port["nodePort"], port["protocol"])
                     assert key not in seen, f"{cluster}: NodePort {key} used twice"
                     seen.add(key)
 
 
 def test_the_spec_configmap_is_one_federation_spec_everywhere(topology: Topology, rendered: Rendered) -> None:
-    texts = {c: next(x for x in objs if x["kind"] == "ConfigMap")["data"]["spec.json"]
-             for c, objs in rendered.items()}
+    texts = {c: next(x for x in objs if x["kind"] == "ConfigMap")["data"]["spec.json"] for c, objs in rendered.items()}
     assert len(set(texts.values())) == 1
     spec = FederationSpec.model_validate(json.loads(texts[GLOBAL_CLUSTER]))
-    assert spec.topology.contexts is None and spec.topology.regions == topology.regions
+    assert spec.topology.contexts is None
+    assert spec.topology.regions == topology.regions
     # every endpoint in the spec is served by a NodePort of the right cluster
     addr = manifests.Addressing.placeholder(topology)
     for r in spec.regions:
         host = addr.host(r.name)
         ports = {p["nodePort"] for x in rendered[r.name] if x["kind"] == "Service" for p in x["spec"]["ports"]}
         for ep in (r.gateway, r.proxy, r.agent, *(i.endpoint for i in r.instances)):
-            assert ep.host == host and ep.port in ports
+            assert ep.host == host
+            assert ep.port in ports
     # pods restart when the spec changes: the template carries its hash
-    for _, w in _workloads({c: v for c, v in rendered.items()}):
+    for _, w in _workloads(dict(rendered.items())):
         if w["metadata"]["name"] != "nats":
             assert w["spec"]["template"]["metadata"]["annotations"][o.ANNOTATION_SPEC_HASH]
 
@@ -235,18 +247,14 @@ def test_jetstream_is_on_a_persistent_volume(rendered: Rendered) -> None:
 
 
 def test_release_order_is_global_then_standby_first_primary_last(topology: Topology) -> None:
-    from gameday.release import check_release_order
-    from gameday.targets.base import RegionInfo
-
     order = manifests.release_order(topology)
-    assert order[0] == GLOBAL_CLUSTER and order[-1] == topology.primary_region
+    assert order[0] == GLOBAL_CLUSTER
+    assert order[-1] == topology.primary_region
     infos = [RegionInfo(r.name, r.weight, r.capacity, "") for r in topology.regions]
     assert check_release_order(order[1:], infos, topology.primary_region) == []
 
 
 def test_a_region_called_global_is_refused(topology: Topology) -> None:
-    from gameday.errors import ConfigError
-
     bad = topology.model_dump()
     bad["contexts"] = None
     bad["regions"][0]["name"] = "global"

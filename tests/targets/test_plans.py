@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gameday.errors import FaultError
+from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.targets import k8s_objects as o
 from gameday.targets import k8s_plan as plan
@@ -47,8 +47,9 @@ def test_every_catalogue_fault_is_planned() -> None:
 
 
 @pytest.mark.parametrize(("kind", "region"), CASES)
-def test_revert_is_the_exact_inverse(topology: Topology, rendered: dict[str, Any], kind: str,
-                                     region: str | None) -> None:
+def test_revert_is_the_exact_inverse(
+    topology: Topology, rendered: dict[str, Any], kind: str, region: str | None
+) -> None:
     state = ClusterState.deployed(topology, rendered)
     before = state.snapshot()
     params = dict(PARAMS.get(kind, {}))
@@ -65,15 +66,14 @@ def test_revert_is_the_exact_inverse(topology: Topology, rendered: dict[str, Any
 
 
 @pytest.mark.parametrize(("kind", "region"), CASES)
-def test_faults_touch_only_their_region(topology: Topology, rendered: dict[str, Any], kind: str,
-                                        region: str | None) -> None:
-    ops = plan.plan_inject(topology, kind, region, dict(PARAMS.get(kind, {})),
-                           plan.Observed.desired(topology))
+def test_faults_touch_only_their_region(
+    topology: Topology, rendered: dict[str, Any], kind: str, region: str | None
+) -> None:
+    ops = plan.plan_inject(topology, kind, region, dict(PARAMS.get(kind, {})), plan.Observed.desired(topology))
     assert {op.cluster for op in ops} == {region or GLOBAL_CLUSTER}
 
 
-def test_scale_faults_record_and_restore_the_live_replica_count(topology: Topology,
-                                                                rendered: dict[str, Any]) -> None:
+def test_scale_faults_record_and_restore_the_live_replica_count(topology: Topology, rendered: dict[str, Any]) -> None:
     state = ClusterState.deployed(topology, rendered)
     state.objects[("b", "Deployment", o.NAMESPACE, "gateway")]["spec"]["replicas"] = 5  # scaled by someone
     before = state.snapshot()
@@ -87,8 +87,9 @@ def test_scale_faults_record_and_restore_the_live_replica_count(topology: Topolo
     assert state.snapshot() == before
 
 
-def test_revert_without_recorded_params_restores_the_declared_state(topology: Topology,
-                                                                    rendered: dict[str, Any]) -> None:
+def test_revert_without_recorded_params_restores_the_declared_state(
+    topology: Topology, rendered: dict[str, Any]
+) -> None:
     """A runner killed between the injection and the ledger update: restore still converges."""
     state = ClusterState.deployed(topology, rendered)
     before = state.snapshot()
@@ -100,8 +101,7 @@ def test_revert_without_recorded_params_restores_the_declared_state(topology: To
     assert state.snapshot() == before
 
 
-def test_injecting_on_a_workload_already_at_zero_is_refused(topology: Topology,
-                                                            rendered: dict[str, Any]) -> None:
+def test_injecting_on_a_workload_already_at_zero_is_refused(topology: Topology, rendered: dict[str, Any]) -> None:
     state = ClusterState.deployed(topology, rendered)
     params: dict[str, Any] = {}
     for op in plan.plan_inject(topology, "control_plane_down", None, params, state.observe(topology)):
@@ -128,21 +128,31 @@ def test_nested_faults_revert_in_any_order(topology: Topology, rendered: dict[st
 
 
 @pytest.mark.parametrize("kind", ["gateway_hung", "instances_hung", "region_blackhole"])
-def test_network_policies_validate_and_select_what_they_should(topology: Topology, rendered: dict[str, Any],
-                                                               kind: str) -> None:
+def test_network_policies_validate_and_select_what_they_should(
+    topology: Topology, rendered: dict[str, Any], kind: str
+) -> None:
     (op,) = plan.plan_inject(topology, kind, "a", {}, plan.Observed.desired(topology))
     assert op.body is not None
     kubernetes_validate.validate(dict(op.body), o.SCHEMA_VERSION, strict=True)
     spec = op.body["spec"]
-    assert "ingress" not in spec and "egress" not in spec  # no rule: deny everything selected
-    selected = [w for w in rendered["a"] if w["kind"] == "Deployment"
-                and all(w["spec"]["template"]["metadata"]["labels"].get(k) == v
-                        for k, v in spec["podSelector"].get("matchLabels", {}).items())]
+    assert "ingress" not in spec
+    assert "egress" not in spec
+    selected = [
+        w
+        for w in rendered["a"]
+        if w["kind"] == "Deployment"
+        and all(
+            w["spec"]["template"]["metadata"]["labels"].get(k) == v
+            for k, v in spec["podSelector"].get("matchLabels", {}).items()
+        )
+    ]
     names = {w["metadata"]["name"] for w in selected}
     if kind == "gateway_hung":
-        assert names == {"gateway"} and spec["policyTypes"] == ["Ingress"]
+        assert names == {"gateway"}
+        assert spec["policyTypes"] == ["Ingress"]
     elif kind == "instances_hung":
-        assert names == {"app-1", "app-2"} and spec["policyTypes"] == ["Ingress"]
+        assert names == {"app-1", "app-2"}
+        assert spec["policyTypes"] == ["Ingress"]
     else:
         assert names == {"gateway", "proxy", "agent", "app-1", "app-2"}
         assert spec["policyTypes"] == ["Ingress", "Egress"]
@@ -171,10 +181,15 @@ def test_down_plan_deletes_only_the_namespaces(topology: Topology) -> None:
 
 def test_rollout_plan_restarts_instances_one_at_a_time(topology: Topology) -> None:
     ops = plan.plan_rollout(topology, "b", "2025-01-01T00:00:00Z")
-    assert [(op.verb, op.name) for op in ops] == [("patch", "app-1"), ("rollout", "app-1"),
-                                                  ("patch", "app-2"), ("rollout", "app-2")]
-    assert ops[0].body == {"spec": {"template": {"metadata": {"annotations": {
-        plan.RESTARTED_AT: "2025-01-01T00:00:00Z"}}}}}
+    assert [(op.verb, op.name) for op in ops] == [
+        ("patch", "app-1"),
+        ("rollout", "app-1"),
+        ("patch", "app-2"),
+        ("rollout", "app-2"),
+    ]
+    assert ops[0].body == {
+        "spec": {"template": {"metadata": {"annotations": {plan.RESTARTED_AT: "2025-01-01T00:00:00Z"}}}}
+    }
 
 
 @pytest.mark.parametrize(
@@ -188,8 +203,6 @@ def test_rollout_plan_restarts_instances_one_at_a_time(topology: Topology) -> No
     ],
 )
 def test_allow_list(contexts: dict[str, str], patterns: list[str], ok: bool) -> None:
-    from gameday.errors import TargetError
-
     if ok:
         plan.check_allowed(contexts, patterns)
     else:
@@ -204,8 +217,6 @@ def test_hooks_reach_every_app_instance_on_its_own_port(topology: Topology) -> N
 
 
 def test_missing_required_params_are_refused_before_anything_runs(topology: Topology) -> None:
-    from gameday.errors import ConfigError
-
     with pytest.raises(ConfigError, match="'seconds'"):
         plan.plan_inject(topology, "gateway_blip", "a", {}, plan.Observed.desired(topology))
     with pytest.raises(ConfigError, match="'labels'"):
