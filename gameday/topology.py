@@ -145,10 +145,10 @@ class Topology(_Model):
     """Service label; clients resolve ``<service>.<zone>``."""
     primary: str | None = None
     """Designated primary region: wins slow-state conflicts (R3). Default: first region."""
-    timing: Timing = Field(default_factory=Timing)  # type: ignore[arg-type]
-    control_plane: ControlPlane = Field(default_factory=ControlPlane)  # type: ignore[arg-type]
-    load: Load = Field(default_factory=Load)  # type: ignore[arg-type]
-    defects: Defects = Field(default_factory=Defects)  # type: ignore[arg-type]
+    timing: Timing = Field(default_factory=Timing)
+    control_plane: ControlPlane = Field(default_factory=ControlPlane)
+    load: Load = Field(default_factory=Load)
+    defects: Defects = Field(default_factory=Defects)
     regions: list[Region] = Field(min_length=1, max_length=250)
     contexts: dict[str, str] | None = None
     """kube/kind targets: the kubeconfig context of each cluster, ``{region: context}``

@@ -64,7 +64,7 @@ class _Records:
 RECORDS = _Records()
 
 
-@events.quitting.add_listener
+@events.quitting.add_listener  # type: ignore[untyped-decorator]
 def _flush_on_quit(environment: Any, **kwargs: Any) -> None:
     RECORDS.flush()
 
@@ -88,10 +88,10 @@ class GamedayUser(HttpUser):
         for rrset in resp.answer:
             for rr in rrset:
                 if rr.rdtype == dns.rdatatype.A:
-                    self.addr = rr.address
-                    self.expires = now + rrset.ttl
-                    return rr.address
-        raise dns.exception.DNSException(f"no A record for {_FQDN} (rcode {resp.rcode()})")
+                    addr: str = rr.address
+                    self.addr, self.expires = addr, now + rrset.ttl
+                    return addr
+        raise dns.exception.DNSException(f"no A record for {_FQDN} (rcode {resp.rcode()})")  # type: ignore[no-untyped-call]
 
     @task
     def work(self) -> None:

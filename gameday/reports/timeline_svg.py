@@ -91,10 +91,10 @@ def render_timeline_svg(res: DrillResult) -> str:
                        f'stroke="{color}" stroke-dasharray="4,3"/>')
             out.append(f'<text x="{x(m.t) + 3:.1f}" y="{TOP - 8}" fill="{color}">{escape(m.label)} '
                        f't{m.t - w.t_fault:+.1f}s</text>')
-    for a in tl.alarms:
-        if a.event == "stale_snapshot":
-            out.append(f'<circle cx="{x(a.t):.1f}" cy="{bottom + 8}" r="4" fill="#f0ad4e">'
-                       f'<title>{escape(a.node)} stale snapshot</title></circle>')
+    for alarm in tl.alarms:
+        if alarm.event == "stale_snapshot":
+            out.append(f'<circle cx="{x(alarm.t):.1f}" cy="{bottom + 8}" r="4" fill="#f0ad4e">'
+                       f'<title>{escape(alarm.node)} stale snapshot</title></circle>')
     # time axis
     for k in range(int(span) + 1):
         if span > 60 and k % 10:

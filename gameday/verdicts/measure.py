@@ -65,7 +65,7 @@ def switchover(
             continue
         if len(latest) == len(survivors) and all(failed not in latest[n].routable for n in survivors):
             gaps = [latest[n].t - last_including.get(n, t_fault) for n in survivors if n in last_including]
-            versions = sorted({latest[n].version for n in survivors if latest[n].version is not None})
+            versions = sorted({v for n in survivors if (v := latest[n].version) is not None})
             return Figure(
                 "switchover", o.t - t_fault, max([*gaps, 0.0]) if gaps else 0.0,
                 f"all {len(survivors)} surviving entry nodes exclude region {failed} "
@@ -74,11 +74,11 @@ def switchover(
     # Never reached: say who is behind, by which version, and when the new version was published.
     behind = []
     for n in survivors:
-        o = latest.get(n)
-        if o is None:
+        seen = latest.get(n)
+        if seen is None:
             behind.append(f"{n} never answered")
-        elif failed in o.routable:
-            behind.append(f"{n} still routes to {failed} by v{o.version} at {_rel(o.t, t_fault)}")
+        elif failed in seen.routable:
+            behind.append(f"{n} still routes to {failed} by v{seen.version} at {_rel(seen.t, t_fault)}")
     v_at_fault = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
     published = next((c for c in sorted(cp, key=lambda c: c.t)
                       if c.t > t_fault and c.version is not None and v_at_fault is not None
