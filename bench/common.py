@@ -14,7 +14,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,9 +150,12 @@ class LogTail:
             with contextlib.suppress(FileNotFoundError):
                 self.offsets[n] = p.stat().st_size
 
-    def read(self) -> list[tuple[str, dict[str, Any]]]:
+    def read(self, skip: Container[str] = ()) -> list[tuple[str, dict[str, Any]]]:
+        """New JSON lines of every component not in *skip* (skipped files keep their offset)."""
         out: list[tuple[str, dict[str, Any]]] = []
         for n, p in self.paths.items():
+            if n in skip:
+                continue
             try:
                 with p.open("rb") as fh:
                     fh.seek(self.offsets[n])

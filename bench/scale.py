@@ -107,7 +107,7 @@ async def _propagation(fed: LocalFederation, changes: int, timeout: float = 10.0
                     elif ev_name == "announced" and version is not None and t_ann is None \
                             and int(d["version"]) >= version:
                         t_ann = float(d["mono"])
-                for node, d in tail_nodes.read():
+                for node, d in tail_nodes.read(skip=reached):
                     if d.get("event") != "routes_changed" or node in reached:
                         continue
                     at_or_after = version is None or d["version"] >= version
@@ -115,7 +115,7 @@ async def _propagation(fed: LocalFederation, changes: int, timeout: float = 10.0
                         reached[node] = float(d["mono"])
                 if version is not None and t_ann is not None and len(reached) == len(nodes):
                     break
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.05)  # the figures come from log stamps, not from this poll
             if version is None or t_cp is None or len(reached) < len(nodes):
                 missing += 1
                 samples.append({"seq": seq, "version": version, "complete": False,
@@ -160,7 +160,7 @@ async def _propagation(fed: LocalFederation, changes: int, timeout: float = 10.0
 def run(quick: bool, *, bringup: bool, propagation: bool) -> list[BenchResult]:
     # (profile, regions) -> bring-ups; (b) runs on the last "prod" federation of each size.
     if quick:
-        plan = {("local", 3): 2, ("prod", 3): 1, ("prod", 10): 1, ("prod", 30): 1}
+        plan = {("local", 3): 1, ("prod", 3): 1, ("prod", 10): 1, ("prod", 30): 1}
     else:
         plan = {("local", 3): 3, ("local", 10): 2, ("prod", 3): 3, ("prod", 10): 3, ("prod", 30): 2}
     if not bringup:

@@ -11,6 +11,7 @@ import asyncio
 import bisect
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -181,11 +182,20 @@ async def read_json(request: web.Request) -> Json:
     return body
 
 
+def bind_host(host: str) -> str:
+    """The address to listen on: *host* from the spec, unless ``GAMEDAY_BIND_HOST`` overrides it.
+
+    In a Kubernetes pod the spec's host is the node's address (what peers dial), which the
+    pod cannot bind; the manifests set ``GAMEDAY_BIND_HOST=0.0.0.0``.
+    """
+    return os.environ.get("GAMEDAY_BIND_HOST") or host
+
+
 async def start_http(app: web.Application, host: str, port: int) -> web.AppRunner:
     """Serve *app* on host:port (SO_REUSEADDR so a restarted component gets its port back)."""
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=1024)
+    site = web.TCPSite(runner, bind_host(host), port, reuse_address=True, backlog=1024)
     await site.start()
     return runner
 

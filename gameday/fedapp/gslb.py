@@ -99,6 +99,7 @@ from aiohttp import web
 from gameday.fedapp.common import (
     Histogram,
     JsonLog,
+    bind_host,
     connect_nats,
     every,
     json_response,
@@ -624,10 +625,11 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
         loop = asyncio.get_running_loop()
         dns_ep = spec.gslb_dns
         transport, _ = await loop.create_datagram_endpoint(
-            lambda: _UdpProtocol(gslb), local_addr=(dns_ep.host, dns_ep.port)
+            lambda: _UdpProtocol(gslb), local_addr=(bind_host(dns_ep.host), dns_ep.port)
         )
         server = await asyncio.start_server(
-            lambda r, w: _tcp_client(gslb, r, w), dns_ep.host, dns_ep.port, reuse_address=True, backlog=256
+            lambda r, w: _tcp_client(gslb, r, w), bind_host(dns_ep.host), dns_ep.port, reuse_address=True,
+            backlog=256
         )
         gslb.ready = True
         log("gslb_started", dns=f"{dns_ep.host}:{dns_ep.port}", http=spec.gslb_http.url,

@@ -27,7 +27,7 @@ def test_help_shows_one_gameday_group(pytester: pytest.Pytester) -> None:
 
 def test_markers_are_registered(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--markers")
-    result.stdout.fnmatch_lines(["@pytest.mark.gameday:*destructive drill*",
+    result.stdout.fnmatch_lines(["@pytest.mark.gameday(*, rate=None, users=None):*destructive drill*",
                                  "@pytest.mark.conformance(rule, title=''):*"])
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gameday.errors import TargetError
+from gameday.errors import ConfigError, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.faults.restore import attach_target
 from gameday.targets import k8s_objects as o
@@ -23,7 +23,7 @@ from gameday.targets.base import Target
 from gameday.targets.k8s_client import pick_node_address
 from gameday.targets.kind import KindTarget
 from gameday.targets.kube import KubeTarget
-from gameday.topology import Topology
+from gameday.topology import Topology, parse_topology
 
 from .test_plans import CASES, PARAMS
 
@@ -153,3 +153,19 @@ def test_every_catalogue_kind_is_known_to_the_kube_target(topology: Topology, tm
     for kind in CATALOGUE:
         region = "a" if CATALOGUE[kind].needs_region else None
         t.inject(kind, region, dict(PARAMS.get(kind, {})))
+
+
+@pytest.mark.parametrize(
+    ("contexts", "message"),
+    [
+        ({"a": "x"}, "contexts: no context for ['b', 'c', 'global']"),
+        ({"a": "x", "b": "y", "c": "z", "global": "g", "d": "q"}, "contexts: unknown key(s) ['d']"),
+        ({"a": "x", "b": "y", "c": "z", "global": " "}, "contexts.global: got ' ', expected a kubeconfig context"),
+    ],
+)
+def test_topology_contexts_are_validated(topology: Topology, contexts: dict[str, str], message: str) -> None:
+    data = topology.model_dump()
+    data["contexts"] = contexts
+    with pytest.raises(ConfigError) as err:
+        parse_topology(data, "staging.yaml")
+    assert str(err.value).startswith(f"staging.yaml: {message}")
