@@ -110,17 +110,19 @@ def running_federation(topology: Topology, prefix: str, timeout: float = 120.0,
                        keep: bool = False) -> Iterator[tuple[LocalFederation, float]]:
     """Start a federation; yield it with its bring-up time (``start()`` until ready, s).
 
-    Always stops every process; removes the work directory unless *keep*.
+    Always stops every process; removes the work directory unless *keep* or it failed.
     """
     wd = workdir(prefix)
     fed = LocalFederation.from_topology(topology, wd)
+    failed = True
     try:
         t0 = time.monotonic()
         fed.start(timeout=timeout)
         yield fed, time.monotonic() - t0
+        failed = False
     finally:
         fed.stop()
-        if not keep:
+        if not keep and not failed:  # a failed run keeps its logs (the error names the path)
             shutil.rmtree(wd, ignore_errors=True)
 
 

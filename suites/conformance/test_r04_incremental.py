@@ -33,9 +33,9 @@ def _all_pulls(view):
 def test_r4_a_change_reaches_every_entry_node_as_a_diff(drill, view, converge_s, settled):
     region = drill.pick_region()
     others = [r for r in view.names if r != region]
+    before = _all_pulls(view)
+    v0 = view.cp_version()
     with drill.fault("gateway_unready", region):
-        before = _all_pulls(view)  # after the baseline: only the change and its revert come after
-        v0 = view.cp_version()
         v1 = view.wait_converged(converge_s, regions=others)
     v2 = view.wait_converged(converge_s)
     after = _all_pulls(view)

@@ -26,8 +26,8 @@ def test_r13_sync_metrics_exposed_and_sane(drill, view, converge_s, settled):
     assert exposed, (
         f"expected the control plane's /metrics to expose {BACKLOG} as a gauge; TYPE {m0.types.get(BACKLOG)!r}")
     region = drill.pick_region()
+    before = view.metrics(cp).histogram(LATENCY)
     with drill.fault("gateway_unready", region):
-        before = view.metrics(cp).histogram(LATENCY)  # after the baseline: only the change's events follow
         view.wait_converged(converge_s, regions=[r for r in view.names if r != region])
     view.wait_converged(converge_s)
     after = view.metrics(cp)
