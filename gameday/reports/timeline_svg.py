@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gameday.verdicts.result import DrillResult
 
-W, LEFT, RIGHT, LANE, TOP = 980, 150, 20, 22, 40
+W, LEFT, RIGHT, LANE, TOP = 980, 150, 20, 22, 50
 
 
 def render_timeline_svg(res: DrillResult) -> str:
@@ -31,7 +31,7 @@ def render_timeline_svg(res: DrillResult) -> str:
     failed = w.region
     nodes = sorted({o.node for o in tl.nodes})
     lanes = ["control plane", *nodes, "DNS answers", "client errors"]
-    height = TOP + LANE * len(lanes) + 40
+    height = TOP + LANE * len(lanes) + 52
     out: list[str] = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
         f'font-family="sans-serif" font-size="11">',
@@ -54,23 +54,27 @@ def render_timeline_svg(res: DrillResult) -> str:
     for i, node in enumerate(nodes, start=1):
         y = TOP + i * LANE
         obs = [o for o in tl.nodes if o.node == node]
+        t_back = w.t_revert if w.t_revert is not None else t_end
         for a, b in zip(obs, [*obs[1:], None], strict=True):
             t_next = b.t if b is not None else a.t + 0.1
+            in_fault = w.t_fault <= a.t < t_back
             if not a.ok:
                 color = "#999"
             elif failed is not None and failed in a.routable:
-                color = "#d9534f"
+                color = "#d9534f" if in_fault else "#8fb3de"  # should have switched / normal
             elif failed is None and a.stale:
                 color = "#f0ad4e"
             else:
-                color = "#5cb85c"
+                color = "#5cb85c" if in_fault or failed is None else "#f0ad4e"
             out.append(f'<rect x="{x(a.t):.1f}" y="{y + 4}" width="{max(x(t_next) - x(a.t), 0.5):.1f}" '
                        f'height="{LANE - 8}" fill="{color}"/>')
     # DNS share of the failed region
     y = TOP + (len(nodes) + 1) * LANE
+    t_back_dns = w.t_revert if w.t_revert is not None else t_end
     for d in tl.dns:
         if failed is not None and d.ok and failed in d.regions:
-            out.append(f'<rect x="{x(d.t):.1f}" y="{y + 4}" width="1.5" height="{LANE - 8}" fill="#d9534f"/>')
+            color = "#d9534f" if w.t_fault <= d.t < t_back_dns else "#8fb3de"
+            out.append(f'<rect x="{x(d.t):.1f}" y="{y + 4}" width="1.5" height="{LANE - 8}" fill="{color}"/>')
     # client error ratio per 0.5 s bucket
     y = TOP + (len(nodes) + 2) * LANE
     buckets: dict[int, list[bool]] = {}
@@ -84,13 +88,17 @@ def render_timeline_svg(res: DrillResult) -> str:
                    f'width="{max(x(t0 + 0.5) - x(t0) - 0.5, 0.5):.1f}" height="{h:.1f}" fill="#d9534f"/>')
     # phase marks
     bottom = TOP + LANE * len(lanes)
-    for m in tl.marks:
-        if m.label in ("fault", "revert", "restored", "stop_condition"):
+    shown = [m for m in tl.marks if m.label in ("fault", "revert", "restored", "stop_condition")]
+    for i, m in enumerate(shown):
+        if True:  # labels alternate between two rows so neighbouring marks stay readable
+            label_y = TOP - 8 - (i % 2) * 12
             color = {"fault": "#d9534f", "revert": "#0275d8", "restored": "#5cb85c"}.get(m.label, "#f0ad4e")
             out.append(f'<line x1="{x(m.t):.1f}" y1="{TOP - 6}" x2="{x(m.t):.1f}" y2="{bottom}" '
                        f'stroke="{color}" stroke-dasharray="4,3"/>')
-            out.append(f'<text x="{x(m.t) + 3:.1f}" y="{TOP - 8}" fill="{color}">{escape(m.label)} '
-                       f't{m.t - w.t_fault:+.1f}s</text>')
+            anchor = "end" if x(m.t) > W - 160 else "start"
+            dx = -3 if anchor == "end" else 3
+            out.append(f'<text x="{x(m.t) + dx:.1f}" y="{label_y}" fill="{color}" text-anchor="{anchor}">'
+                       f'{escape(m.label)} t{m.t - w.t_fault:+.1f}s</text>')
     for alarm in tl.alarms:
         if alarm.event == "stale_snapshot":
             out.append(f'<circle cx="{x(alarm.t):.1f}" cy="{bottom + 8}" r="4" fill="#f0ad4e">'
@@ -103,8 +111,10 @@ def render_timeline_svg(res: DrillResult) -> str:
             continue
         tx = x(t0 + k)
         out.append(f'<text x="{tx:.1f}" y="{bottom + 24}" font-size="9" text-anchor="middle">{k}s</text>')
-    out.append(f'<text x="{LEFT}" y="{height - 2}" font-size="9" fill="#666">red: routes to / answers with '
-               f'{escape(failed or "-")}; green: excludes it; grey: no answer; orange dot: stale-snapshot alarm'
+    out.append(f'<text x="{LEFT}" y="{height - 14}" font-size="9" fill="#666">blue: routes to / answers with '
+               f'{escape(failed or "-")} (normal); red: still does during the fault; green: excludes it</text>')
+    out.append(f'<text x="{LEFT}" y="{height - 3}" font-size="9" fill="#666">grey: no answer; orange: stale, '
+               'or excluded outside the fault; orange dot: stale-snapshot alarm; client errors: ratio per 0.5 s'
                '</text>')
     out.append("</svg>")
     return "\n".join(out)
