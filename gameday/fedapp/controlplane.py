@@ -145,6 +145,7 @@ class ControlPlane:
         self.events_bad = 0
         self.broadcasts = {"version": 0, "heartbeat": 0}
         self.diffs_served = {"diff": 0, "full": 0}
+        self._diff_cache: dict[tuple[int, int, int], tuple[bool, bytes]] = {}
         self.cas_conflicts = 0
         self.consumer_backlog = 0
         self.consumer_ack_pending = 0
@@ -268,6 +269,7 @@ class ControlPlane:
         snap = Snapshot.from_json(entry.value)
         self.snapshot, self._data, self._revision = snap, entry.value, int(entry.revision)
         self._served = Snapshot.from_json(entry.value)
+        self._diff_cache.clear()
         self.announced_version = snap.version  # announced by the previous incarnation
         self.log("state_loaded", version=snap.version, revision=self._revision, found=True,
                  entries=len(snap.entries))
@@ -370,6 +372,7 @@ class ControlPlane:
             return
         self.announced_version = version
         self._served = Snapshot.from_json(data)
+        self._diff_cache.clear()
         self._publish_broadcast(heartbeat=False)
         self.log("announced", version=version, delay=self.broadcast_delay)
 
@@ -396,10 +399,19 @@ class ControlPlane:
             since = int(json.loads(msg.data or b"{}").get("since", 0))
         except (ValueError, TypeError, AttributeError):
             since = 0
-        diff = self._served.diff_since(since)
-        self.diffs_served["full" if diff.full else "diff"] += 1
+        # Every follower asks with the same ``since`` after a broadcast: encode each answer
+        # once per served version (at 30 regions that is 60+ identical requests a version).
+        key = (since, self._served.version, id(self._served))  # cleared whenever _served is replaced
+        cached = self._diff_cache.get(key)
+        if cached is None:
+            diff = self._served.diff_since(since)
+            cached = (diff.full, diff.to_bytes())
+            if len(self._diff_cache) > 64:
+                self._diff_cache.clear()
+            self._diff_cache[key] = cached
+        self.diffs_served["full" if cached[0] else "diff"] += 1
         with contextlib.suppress(*BUS_ERRORS):
-            await msg.respond(diff.to_bytes())
+            await msg.respond(cached[1])
 
     # -- events ----------------------------------------------------------------------
     async def _consume_loop(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import secrets
 import socket
 from pathlib import Path
@@ -13,9 +14,23 @@ from gameday.topology import Topology
 GLOBAL_HOST = "127.0.0.1"
 
 
+#: Ports are picked below Linux's ephemeral range (ip_local_port_range, 32768-60999 by
+#: default): a port planned now is bound by its component a moment later, and in between
+#: an outgoing connection elsewhere on the machine could be given an ephemeral port.
+PORT_RANGE = (20000, 32700)
+
+
 def free_port(host: str = GLOBAL_HOST, kind: int = socket.SOCK_STREAM) -> int:
-    """A port that is free on *host* right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, kind) as s:
+    """A port that is free on *host* right now, outside the ephemeral range when possible."""
+    for _ in range(64):
+        port = random.randrange(*PORT_RANGE)
+        with socket.socket(socket.AF_INET, kind) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, kind) as s:  # crowded: let the OS pick
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

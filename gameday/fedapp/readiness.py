@@ -25,7 +25,7 @@ def query_gslb(fed: LocalFederation, timeout: float = 0.5) -> list[str]:
     return [rr.address for rrset in resp.answer for rr in rrset if rr.rdtype == dns.rdatatype.A]
 
 
-def _not_ready(fed: LocalFederation, versions: bool = True) -> list[str]:
+def _not_ready(fed: LocalFederation, versions: bool = True, seen_ready: set[str] | None = None) -> list[str]:
     """Reasons the federation is not ready yet (empty when it is).
 
     With *versions*, every entry node must also be at the control plane's version (the
@@ -53,10 +53,12 @@ def _not_ready(fed: LocalFederation, versions: bool = True) -> list[str]:
         behind = versions and st.get("version") != version
         if behind or sorted(st.get("routable_regions", [])) != sorted(regions):
             reasons.append(f"{name}: v{st.get('version')} routes {st.get('routable_regions')} (cp v{version})")
+    seen_ready = set() if seen_ready is None else seen_ready
     for name, c in fed.components.items():
-        if c.role in ("app", "agent", "gslb"):
+        if c.role in ("app", "agent", "gslb") and name not in seen_ready:
             try:
                 fed.get_json(name, "/readyz")
+                seen_ready.add(name)  # once ready, liveness (pid) is checked above; no re-poll
             except (httpx.HTTPError, ValueError) as exc:
                 reasons.append(f"{name}: /readyz {type(exc).__name__}")
     if not reasons:
@@ -76,8 +78,9 @@ def wait_ready(fed: LocalFederation, timeout: float, versions: bool = True) -> f
     """
     t0 = time.monotonic()
     reasons: list[str] = ["not checked"]
+    seen_ready: set[str] = set()
     while True:
-        reasons = _not_ready(fed, versions)
+        reasons = _not_ready(fed, versions, seen_ready)
         if not reasons:
             return time.monotonic() - t0
         if time.monotonic() - t0 > timeout:

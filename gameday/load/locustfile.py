@@ -64,6 +64,26 @@ class _Records:
 RECORDS = _Records()
 
 
+_PARENT = os.getppid()
+
+
+@events.init.add_listener  # type: ignore[untyped-decorator]
+def _quit_with_the_runner(environment: Any, **kwargs: Any) -> None:
+    """Load never outlives the drill that started it: quit when the runner is gone
+    (``kill -9`` included: this process is then re-parented)."""
+    import gevent  # noqa: PLC0415  (locust's own event loop)
+
+    def watch() -> None:
+        while True:
+            gevent.sleep(1.0)
+            if os.getppid() != _PARENT and environment.runner is not None:
+                RECORDS.flush()
+                environment.runner.quit()
+                return
+
+    gevent.spawn(watch)
+
+
 @events.quitting.add_listener  # type: ignore[untyped-decorator]
 def _flush_on_quit(environment: Any, **kwargs: Any) -> None:
     RECORDS.flush()
