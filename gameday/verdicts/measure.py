@@ -159,7 +159,9 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
     """The control-plane version never decreases, increases for the fault and again for
     the restore (unless *require_increments* is False), and every entry node's version
     sequence is monotonic."""
-    cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version is not None and c.t <= until]
+    # Version 0 is "no state loaded yet" (a control plane answering while it starts): not a
+    # reading. An ephemeral control plane is still caught: it rebuilds to a lower version.
+    cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version and c.t <= until]
     problems: list[str] = []
     # Polled versions and broadcast versions are separate sequences: a delayed broadcast
     # legitimately trails the control plane's own version.
