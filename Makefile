@@ -27,8 +27,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check gameday tests suites bench conftest.py
 	$(VENV)/bin/mypy
 
+# The plugin's own tests run on both cores (each test starts its own federations on free
+# ports); the suites run in one process against one session federation, as users run them.
 test: lint
-	$(PY) -m pytest tests suites $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
+	$(PY) -m pytest suites --junitxml=reports/junit-suites.xml $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -51,10 +51,10 @@ def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
 
 
 def run(only: list[str], quick: bool) -> list[BenchResult]:
-    import calibrated_drill  # noqa: PLC0415
-    import drill_wall  # noqa: PLC0415
-    import gateway_cost  # noqa: PLC0415
-    import scale  # noqa: PLC0415
+    import calibrated_drill
+    import drill_wall
+    import gateway_cost
+    import scale
 
     results: list[BenchResult] = []
     if "gateway_cost" in only:

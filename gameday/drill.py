@@ -152,7 +152,7 @@ class Drill:
         try:
             self._phase = "baseline"
             tl.mark(time.monotonic(), "baseline")
-            self._steady_state(observer, tl, baseline, survivors, already_lost)
+            self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost)
             entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
             self._phase = "inject"
             t_call = time.monotonic()
@@ -215,7 +215,7 @@ class Drill:
                 + " + ".join(f"{r.capacity:g}" for r in rest) + f" = {have:g} req/s for {self.offered:g} req/s "
                 f"x (1 + {self.margin:g}) = {need:g} req/s ({check.detail}); nothing was injected")
 
-    def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, nodes: tuple[str, ...],
+    def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, *, nodes: tuple[str, ...],
                       lost: tuple[str, ...], timeout: float = 20.0) -> None:
         """Observe at least *baseline* seconds in which every entry node in *nodes* answered
         routing to every region outside *lost*, and the control plane answered (the

@@ -181,6 +181,6 @@ def drill(federation: Any, pytestconfig: pytest.Config, request: pytest.FixtureR
     """
     runner = request.getfixturevalue("load") if "load" in request.fixturenames else None
     with gsession.drill(pytestconfig, pytestconfig.stash[STATE_KEY], federation, request.node,
-                        runner, gameday_round) as d:
+                        runner=runner, round_index=gameday_round) as d:
         yield d
 

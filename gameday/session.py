@@ -205,7 +205,7 @@ def _progress_writer(config: pytest.Config) -> Any:
 
 
 @contextmanager
-def drill(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item,
+def drill(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item, *,
           runner: LoadRunner | None, round_index: int) -> Iterator[Drill]:
     assert state.topology is not None
     summaries: list[dict[str, Any]] = []
@@ -217,12 +217,13 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         round_index=round_index, dns_ttl=state.topology.timing.dns_ttl,
         # Called as each fault's block ends, still inside the test, so that Allure
         # attaches the figures to the test itself rather than to a fixture teardown.
-        on_result=lambda res: summaries.append(_record_result(config, state, node, res, runner, len(summaries))),
+        on_result=lambda res: summaries.append(
+            _record_result(config, state, node, res, runner=runner, index=len(summaries))),
     )
     yield d
 
 
-def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult,
+def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
                    runner: LoadRunner | None, index: int) -> dict[str, Any]:
     out_dir = state.run_dir / "drills" / _safe(node.nodeid)
     summary = res.summary()

@@ -165,7 +165,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         raw, source = get(opt)
-        if raw is None or raw == "" or raw == []:
+        if raw is None or raw in ("", []):
             continue
         if opt.flag:
             try:

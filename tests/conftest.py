@@ -54,7 +54,7 @@ def nats_server(spec: FederationSpec, tmp_path: Path) -> Iterator[FederationSpec
             nats_server_argv("127.0.0.1", spec.nats_port, tmp_path / "js"), stdout=out, stderr=out
         )
     try:
-        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc, log)
+        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc=proc, log=log)
         yield spec
     finally:
         proc.terminate()

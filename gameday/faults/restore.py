@@ -61,7 +61,7 @@ def restore(reports: Path, *, keep: bool, out: TextIO) -> int:
     entries = ledger.pending()
     if not entries:
         out.write(f"ledger {ledger.path} is empty: nothing to restore\n")
-    ok = all([_restore_one(e, ledger, out) for e in entries])
+    ok = all([_restore_one(e, ledger, out) for e in entries])  # noqa: C419  (restore every entry, not the first failure)
     if not keep:
         stopped = stop_leftover_federations(reports, only_orphans=True, out=out)
         if stopped:

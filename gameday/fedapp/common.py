@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import json
 import math
 import os
@@ -259,7 +260,5 @@ async def every(interval: float, fn: Callable[[], Awaitable[None]], stop: asynci
     """
     while not stop.is_set():
         await fn()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
-        except TimeoutError:
-            pass

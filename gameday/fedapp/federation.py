@@ -291,7 +291,7 @@ class LocalFederation:
 
     def stop(self) -> None:
         """Stop every component, the launcher and NATS; leaves no process behind."""
-        for name, c in self.components.items():
+        for c in self.components.values():
             if c.pid is not None and pid_alive(c.pid, c.starttime):
                 with contextlib.suppress(ProcessLookupError):
                     if c.paused:

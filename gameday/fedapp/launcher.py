@@ -106,9 +106,9 @@ class _Launcher:
                 return {"code": self.exit_codes.get(int(req["pid"]))}
             if op == "ping":
                 return {"ok": True}
-            return {"error": f"unknown op {op!r}"}
         except (ValueError, KeyError, TypeError, OSError) as exc:
             return {"error": repr(exc)}
+        return {"error": f"unknown op {op!r}"}
 
     def serve(self) -> None:
         for name in PRELOAD:

@@ -39,7 +39,7 @@ def nats_server_argv(host: str, port: int, store_dir: Path, name: str = "gameday
     ]
 
 
-def wait_for_port(host: str, port: int, timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+def wait_for_port(host: str, port: int, timeout: float, what: str, *, proc: subprocess.Popen[bytes] | None = None,
                   log: Path | None = None) -> None:
     """Wait until a TCP connect to host:port succeeds.
 

@@ -31,7 +31,7 @@ def static_headroom(capacity: Mapping[str, float], offered: float, margin: float
     return Check("static_headroom", not problems, detail)
 
 
-def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors: tuple[str, ...],
+def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors: tuple[str, ...], *,
                      start: float, end: float, utilisation_limit: float, overload_ratio: float) -> Check:
     """During the drill: no surviving region above the utilisation limit, and overload
     responses (503/429) within the SLO ratio."""

@@ -7,6 +7,7 @@ Pure functions: no I/O, no clocks.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ def switchover(
     cp: list[CpObs],
     failed: str,
     survivors: Iterable[str],
+    *,
     t_fault: float,
     until: float,
 ) -> Figure:
@@ -113,7 +115,7 @@ def error_ratio(reqs: list[RequestRec]) -> float:
 
 
 def client_recovery(
-    requests: list[RequestRec], t_fault: float, until: float, window: float, slo: float, step: float = 0.1
+    requests: list[RequestRec], t_fault: float, until: float, *, window: float, slo: float, step: float = 0.1
 ) -> Figure:
     """Start of the first *window*-second window after *t_fault* whose client error ratio
     is within *slo*, minus *t_fault*. Requests are sorted by send time."""
@@ -167,9 +169,8 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
     # legitimately trails the control plane's own version.
     for source in sorted({c.source for c in cp}):
         seq = [c for c in cp if c.source == source]
-        for a, b in zip(seq, seq[1:], strict=False):
-            assert a.version is not None and b.version is not None
-            if b.version < a.version:
+        for a, b in itertools.pairwise(seq):
+            if a.version is not None and b.version is not None and b.version < a.version:
                 problems.append(f"control-plane version ({source}) went back from v{a.version} to "
                                 f"v{b.version} at {_rel(b.t, t_fault)}")
                 break

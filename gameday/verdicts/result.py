@@ -72,7 +72,8 @@ class DrillResult:
 
     def switchover(self) -> Figure:
         tl = self.timeline.copy()
-        return switchover(tl.nodes, tl.cp, self._region(), self.survivors, self.fault.t_fault, self._until)
+        return switchover(tl.nodes, tl.cp, self._region(), self.survivors, t_fault=self.fault.t_fault,
+                          until=self._until)
 
     def dns_convergence(self) -> Figure:
         return dns_convergence(self.timeline.copy(), self._region(), self.fault.t_fault, self._until)
@@ -80,7 +81,7 @@ class DrillResult:
     def client_recovery(self) -> Figure:
         tl = self.timeline.copy()
         return client_recovery(tl.requests, self.fault.t_fault, self._until,
-                               self.slo.recovery_window, self.slo.error_ratio)
+                               window=self.slo.recovery_window, slo=self.slo.error_ratio)
 
     def versions(self) -> Check:
         tl = self.timeline.copy()
@@ -228,8 +229,8 @@ class DrillResult:
         static = static_headroom(self.capacity, self.offered, self.margin)
         tl = self.timeline.copy()
         survivors = tuple(r for r in self.capacity if r not in self.lost)
-        dyn = dynamic_headroom(tl.util, tl.requests, survivors, self.fault.t_fault, self._until,
-                               self.slo.utilisation_limit, self.slo.error_ratio)
+        dyn = dynamic_headroom(tl.util, tl.requests, survivors, start=self.fault.t_fault, end=self._until,
+                               utilisation_limit=self.slo.utilisation_limit, overload_ratio=self.slo.error_ratio)
         failed = [c for c in (static, dyn) if not c.passed]
         if failed:
             raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))

@@ -24,14 +24,14 @@ def test_sync_delay_30s(drill, load, federation, topology, slo):
         region = drill.pick_region()
         proxies = [u for n, u in ep.entry_nodes.items() if n.startswith("proxy-") and ep.node_region(n) != region]
         retries_before = _retries(proxies)
-        with EastWestLoad(ep, rate=20, skip_regions=(region,)) as eastwest:
-            with drill.fault("gateway_down", region) as fault:
-                result = drill.observe_switchover(fault, timeout=SYNC_DELAY + 20)
-                calls = eastwest.between(fault.window.t_fault, fault.window.t_fault + SYNC_DELAY + detection)
-                misrouted = _retries(proxies) - retries_before
-                failed = sum(r.failed for r in calls)
-                result.notes["east_west"] = {"calls": len(calls), "misrouted_to_gone_region": misrouted,
-                                             "client_visible_failures": failed}
+        with EastWestLoad(ep, rate=20, skip_regions=(region,)) as eastwest, \
+                drill.fault("gateway_down", region) as fault:
+            result = drill.observe_switchover(fault, timeout=SYNC_DELAY + 20)
+            calls = eastwest.between(fault.window.t_fault, fault.window.t_fault + SYNC_DELAY + detection)
+            misrouted = _retries(proxies) - retries_before
+            failed = sum(r.failed for r in calls)
+            result.notes["east_west"] = {"calls": len(calls), "misrouted_to_gone_region": misrouted,
+                                         "client_visible_failures": failed}
     switchover = result.assert_switchover_under(SYNC_DELAY + detection + 2)
     assert switchover.value >= SYNC_DELAY, f"switchover {switchover} cannot beat a {SYNC_DELAY:g} s sync delay"
     assert calls, "no east-west calls were made"

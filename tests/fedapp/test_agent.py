@@ -269,7 +269,7 @@ class NatsProc:
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(nats_server_argv("127.0.0.1", self.spec.nats_port, self.store),
                                          stdout=out, stderr=out)
-        wait_for_port("127.0.0.1", self.spec.nats_port, 10, "nats-server", self.proc, self.log)
+        wait_for_port("127.0.0.1", self.spec.nats_port, 10, "nats-server", proc=self.proc, log=self.log)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

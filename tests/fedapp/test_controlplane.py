@@ -516,7 +516,7 @@ def test_survives_a_bus_restart_and_resumes(spec: FederationSpec, component: Sta
         with log.open("ab") as out:
             procs.append(subprocess.Popen(nats_server_argv("127.0.0.1", spec.nats_port, store),
                                           stdout=out, stderr=out))
-        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", procs[-1], log)
+        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc=procs[-1], log=log)
 
     def bus_stop() -> None:
         for p in procs:

@@ -43,7 +43,7 @@ class Nats:
             self.proc = subprocess.Popen(
                 nats_server_argv("127.0.0.1", spec.nats_port, tmp_path / "js"), stdout=out, stderr=out
             )
-        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", self.proc, self.log)
+        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc=self.proc, log=self.log)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

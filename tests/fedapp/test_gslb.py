@@ -627,8 +627,8 @@ _GSLB: list[Gslb] = []
 
 def _in_process_gslb() -> Gslb:
     if not _GSLB:
-        from gameday.fedapp.plan import plan_federation  # noqa: PLC0415
-        from gameday.topology import load_topology  # noqa: PLC0415
+        from gameday.fedapp.plan import plan_federation
+        from gameday.topology import load_topology
 
         g = Gslb(plan_federation(load_topology(), Path("/nonexistent")), JsonLog("gslb", _Sink()))
         for r in g.regions:
@@ -655,7 +655,7 @@ class FakeControlPlane:
         self.task: asyncio.Task[None] | None = None
 
     async def _start(self) -> None:
-        import nats  # noqa: PLC0415
+        import nats
 
         self.nc = await nats.connect(self.spec.nats_url)
 

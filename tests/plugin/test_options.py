@@ -53,7 +53,8 @@ def test_cli_beats_ini_beats_environment(pytester: pytest.Pytester, monkeypatch:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gameday-target=docker"], "*--gameday-target (command line): got 'docker', expected one of local, kind, kube*"),
+        (["--gameday-target=docker"],
+         "*--gameday-target (command line): got 'docker', expected one of local, kind, kube*"),
         (["--gameday-error-ratio=2"], "*--gameday-error-ratio (command line): got '2', must be between 0 and 1*"),
         (["--gameday-rounds=0"], "*--gameday-rounds (command line): got '0', must be >= 1*"),
         (["--gameday-seed=abc"], "*--gameday-seed (command line): got 'abc'*"),
