@@ -190,3 +190,26 @@ def test_a_stop_condition_reverts_within_a_second_and_aborts(pytester: pytest.Py
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*ABORT-DELAY *"])
     assert _pending(pytester.path / "reports") == []
+
+
+def test_rounds_repeat_a_drill_with_seeded_picks_and_summarise(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_rounds="""
+        import pytest
+
+        @pytest.mark.gameday
+        def test_outage(drill):
+            region = drill.pick_region()
+            print("PICK", drill.round, region)
+            with drill.fault("gateway_down", region) as fault:
+                result = drill.observe_switchover(fault, timeout=20)
+            result.assert_switchover_under(10)
+    """)
+    first = pytester.runpytest_subprocess("-s", "--gameday-seed=11", "--gameday-rounds=3", timeout=240)
+    first.assert_outcomes(passed=3)
+    first.stdout.fnmatch_lines(["*test_outage?round1?*", "*across rounds:*", "test_outage*3*switchover*s*s*s*"])
+    picks = [line for line in first.stdout.lines if line.startswith("PICK")]
+    assert len(picks) == 3
+    # The same seed gives the same picks: a run can be reproduced.
+    again = pytester.runpytest_subprocess("-s", "--gameday-seed=11", "--gameday-rounds=3", timeout=240)
+    assert [line for line in again.stdout.lines if line.startswith("PICK")] == picks
