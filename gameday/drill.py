@@ -30,7 +30,6 @@ from gameday.observers.observer import Observer
 from gameday.settings import Settings
 from gameday.targets.base import Target
 from gameday.timeline import FaultWindow, NodeObs, Timeline
-from gameday.verdicts.capacity import static_headroom
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -135,7 +134,7 @@ class Drill:
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
         if parent is not None and len(lost) > len(already_lost):
-            self._refuse_unless_capacity_holds(kind, region, already_lost)
+            self.check_capacity(*already_lost, str(region), action=f"{kind} {region}")
         ep = self.target.endpoints()
         if parent is None:
             self.target.check_health(timeout=15)
@@ -202,18 +201,22 @@ class Drill:
         """The innermost fault in effect, if any."""
         return self._stack[-1] if self._stack else None
 
-    def _refuse_unless_capacity_holds(self, kind: str, region: str | None, already_lost: tuple[str, ...]) -> None:
-        check = static_headroom({r.name: r.capacity for r in self._regions}, self.offered, self.margin,
-                                without=already_lost)
-        rest = [r for r in self._regions if r.name not in already_lost and r.name != region]
+    def check_capacity(self, *out: str, action: str | None = None) -> None:
+        """Refuse, before anything is injected, a drill that takes the regions *out* away
+        when the rest could not carry the offered load with the margin (N-2 and beyond).
+
+        Raises:
+            DrillRefused: with the capacity arithmetic in the message.
+        """
+        rest = [r for r in self._regions if r.name not in out]
         need = self.offered * (1 + self.margin)
         have = sum(r.capacity for r in rest)
         if have < need:
             raise DrillRefused(
-                f"refusing {kind} {region}: with {', '.join((*already_lost, str(region)))} out, "
+                f"refusing {action or 'the drill'}: with {', '.join(out)} out, "
                 f"{', '.join(r.name for r in rest) or 'no region'} would have "
-                + " + ".join(f"{r.capacity:g}" for r in rest) + f" = {have:g} req/s for {self.offered:g} req/s "
-                f"x (1 + {self.margin:g}) = {need:g} req/s ({check.detail}); nothing was injected")
+                + (" + ".join(f"{r.capacity:g}" for r in rest) or "0") + f" = {have:g} req/s for "
+                f"{self.offered:g} req/s x (1 + {self.margin:g}) = {need:g} req/s; nothing was injected")
 
     def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, *, nodes: tuple[str, ...],
                       lost: tuple[str, ...], timeout: float = 20.0) -> None:
@@ -305,6 +308,7 @@ class Drill:
         stop condition fired.
         """
         res = fault.result
+        res.switchover_observed = True
         if fault.region is None or not CATALOGUE[fault.window.kind].takes_region_out:
             raise FaultError(f"{fault.window.kind} removes no region; use drill.observe(fault, seconds)")
         timeout = timeout if timeout is not None else (

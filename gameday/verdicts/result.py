@@ -57,6 +57,8 @@ class DrillResult:
     seed: int = 0
     weights: Mapping[str, float] = field(default_factory=dict)
     """Region -> static DNS weight (for answer shares)."""
+    switchover_observed: bool = False
+    """Set by ``drill.observe_switchover``: the figures were waited for, so report them."""
     notes: dict[str, object] = field(default_factory=dict)
     """Extra figures a drill records (inside the fault block) for the report."""
 
@@ -95,7 +97,7 @@ class DrillResult:
 
     def figures(self) -> dict[str, Figure]:
         """Switchover, DNS convergence and client recovery (when a region failed)."""
-        if not self.removes_region:
+        if not (self.removes_region and self.switchover_observed):
             return {}
         return {f.name: f for f in (self.switchover(), self.dns_convergence(), self.client_recovery())}
 
@@ -262,7 +264,7 @@ class DrillResult:
             out[name] = f.as_dict()
         end = self.fault.t_restored or time.monotonic()
         v = version_check(self.timeline.copy(), self.fault.t_fault, self.fault.t_revert, end,
-                          require_increments=self.removes_region)
+                          require_increments=self.removes_region and self.switchover_observed)
         out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = self.stale_alarm_events()
         out.update(self.notes)

@@ -10,6 +10,7 @@ import pytest
 def test_two_regions_out_one_after_the_other(drill, load):
     first = drill.pick_region()
     second = drill.pick_region(exclude=[first])
+    drill.check_capacity(first, second)  # refused here, before anything breaks, if N-2 does not hold
     with drill.fault("gateway_down", first) as f1:
         r1 = drill.observe_switchover(f1)
         with drill.fault("gateway_down", second) as f2:

@@ -60,11 +60,13 @@ def test_hair_trigger_health_threshold_fails_flapping(broken_run):
     result.stdout.fnmatch_lines(["*AssertionError: routes oscillated: * changed routes *"])
 
 
-def test_n_minus_2_drill_is_refused_up_front_when_capacity_does_not_hold(broken_run):
+def test_n_minus_2_drill_is_refused_up_front_when_capacity_does_not_hold(broken_run, pytester):
     # Each region 2 x 15 req/s = 30; the drill's 40 req/s x 1.2 = 48 cannot run on one region.
     regions = [{"name": n, "weight": w, "instances": 2, "capacity_rps": 15} for n, w in
                (("a", 50), ("b", 30), ("c", 20))]
     result = broken_run(["gameday/test_two_regions.py"], {"regions": regions})
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*DrillRefused: refusing gateway_down *: with *, * out, * would have 30 = 30 "
-                                 "req/s for 40 req/s x (1 + 0.2) = 48 req/s*nothing was injected*"])
+    result.stdout.fnmatch_lines(["*DrillRefused: refusing the drill: with *, * out, * would have 30 = 30 "
+                                 "req/s for 40 req/s x (1 + 0.2) = 48 req/s; nothing was injected*"])
+    # Up front: not even the first region was touched, so the ledger was never written.
+    assert not (pytester.path / "reports" / ".gameday" / "ledger.json").exists()
