@@ -37,8 +37,13 @@ class Ledger:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._lock_path = str(path) + ".lock"
+
+    @property
+    def _lock(self) -> FileLock:
+        # Created on use: reading an absent ledger (`gameday restore` elsewhere) writes nothing.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(path) + ".lock")
+        return FileLock(self._lock_path)
 
     def _read(self) -> list[dict[str, Any]]:
         try:
@@ -80,5 +85,7 @@ class Ledger:
             self._write([e for e in self._read() if e["id"] != entry_id])
 
     def pending(self) -> list[LedgerEntry]:
+        if not self.path.exists():
+            return []
         with self._lock:
             return [LedgerEntry(**e) for e in self._read()]
