@@ -8,6 +8,7 @@ the share of GSLB answers naming the failed region; the client error ratio per
 
 from __future__ import annotations
 
+import math
 from html import escape
 from typing import TYPE_CHECKING
 
@@ -21,20 +22,23 @@ def render_timeline_svg(res: DrillResult) -> str:
     tl = res.timeline.copy()
     w = res.fault
     t0 = tl.t0
-    t_end = max([w.t_restored or 0.0, w.t_revert or 0.0, *(o.t for o in tl.nodes[-1:]), t0 + 1.0])
+    # the latest sample of any lane (the last node bar is 0.1 s wide), not just the last list entry
+    t_end = max([w.t_restored or 0.0, w.t_revert or 0.0, *(o.t + 0.1 for o in tl.nodes),
+                 *(d.t + 0.1 for d in tl.dns), t0 + 1.0])
     span = max(t_end - t0, 1e-3)
     plot_w = W - LEFT - RIGHT
 
     def x(t: float) -> float:
-        return LEFT + (t - t0) / span * plot_w
+        return LEFT + (min(max(t, t0), t_end) - t0) / span * plot_w
 
     failed = w.region
     nodes = sorted({o.node for o in tl.nodes})
     lanes = ["control plane", *nodes, "DNS answers", "client errors"]
     height = TOP + LANE * len(lanes) + 52
     out: list[str] = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" '
-        f'font-family="sans-serif" font-size="11">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<rect width="{W}" height="{height}" fill="#fff"/>',
         f'<text x="10" y="18" font-size="13" font-weight="bold">{escape(w.kind)} '
         f'{escape(failed or "")} - seed {res.seed}, round {res.round + 1}</text>',
     ]
@@ -45,10 +49,14 @@ def render_timeline_svg(res: DrillResult) -> str:
     # control-plane version steps
     y = TOP
     last_v = None
+    label_end = -1.0  # right edge of the last version label; closer ones are skipped, not overprinted
     for c in sorted(tl.cp, key=lambda c: c.t):
         if c.version is not None and c.version != last_v and c.source == "poll":
-            out.append(f'<line x1="{x(c.t):.1f}" y1="{y + 2}" x2="{x(c.t):.1f}" y2="{y + LANE - 2}" stroke="#333"/>')
-            out.append(f'<text x="{x(c.t) + 2:.1f}" y="{y + 14}" font-size="9">v{c.version}</text>')
+            out.append(f'<line x1="{x(c.t):.1f}" y1="{y + 2}" x2="{x(c.t):.1f}" y2="{y + LANE - 2}" stroke="#333">'
+                       f'<title>v{c.version} at t{c.t - w.t_fault:+.1f}s</title></line>')
+            if x(c.t) + 2 >= label_end:
+                out.append(f'<text x="{x(c.t) + 2:.1f}" y="{y + 14}" font-size="10">v{c.version}</text>')
+                label_end = x(c.t) + 2 + 7 * (len(str(c.version)) + 1)
             last_v = c.version
     # entry nodes
     for i, node in enumerate(nodes, start=1):
@@ -81,11 +89,20 @@ def render_timeline_svg(res: DrillResult) -> str:
     for r in tl.requests:
         if r.t >= t0:
             buckets.setdefault(int((r.t - t0) / 0.5), []).append(r.failed)
+    peak = (0.0, t0)
     for k, fails in buckets.items():
         ratio = sum(fails) / len(fails)
         h = (LANE - 6) * ratio
-        out.append(f'<rect x="{x(t0 + k * 0.5):.1f}" y="{y + LANE - 3 - h:.1f}" '
-                   f'width="{max(x(t0 + 0.5) - x(t0) - 0.5, 0.5):.1f}" height="{h:.1f}" fill="#d9534f"/>')
+        x0 = x(t0 + k * 0.5)
+        bar_w = min(x(t0 + 0.5) - x(t0) - 0.5, LEFT + plot_w - x0)
+        if bar_w <= 0:
+            continue
+        out.append(f'<rect x="{x0:.1f}" y="{y + LANE - 3 - h:.1f}" '
+                   f'width="{max(bar_w, 0.5):.1f}" height="{h:.1f}" fill="#d9534f"/>')
+        peak = max(peak, (ratio, t0 + k * 0.5))
+    if peak[0] > 0:
+        out.append(f'<text x="{W - RIGHT - 2}" y="{y + 14}" font-size="10" fill="#d9534f" text-anchor="end">'
+                   f'peak {peak[0]:.0%} at t{peak[1] - w.t_fault:+.1f}s</text>')
     # phase marks
     bottom = TOP + LANE * len(lanes)
     shown = [m for m in tl.marks if m.label in ("fault", "revert", "restored", "stop_condition")]
@@ -104,16 +121,15 @@ def render_timeline_svg(res: DrillResult) -> str:
             out.append(f'<circle cx="{x(alarm.t):.1f}" cy="{bottom + 8}" r="4" fill="#f0ad4e">'
                        f'<title>{escape(alarm.node)} stale snapshot</title></circle>')
     # time axis
-    for k in range(int(span) + 1):
-        if span > 60 and k % 10:
-            continue
-        if span > 15 and k % 5:
-            continue
-        tx = x(t0 + k)
-        out.append(f'<text x="{tx:.1f}" y="{bottom + 24}" font-size="9" text-anchor="middle">{k}s</text>')
-    out.append(f'<text x="{LEFT}" y="{height - 14}" font-size="9" fill="#666">blue: routes to / answers with '
+    # seconds relative to the fault, like the phase marks and the verdict details (t+0.6 s)
+    step = 10 if span > 60 else 5 if span > 15 else 1
+    for k in range(math.ceil((t0 - w.t_fault) / step) * step, math.floor(t_end - w.t_fault) + 1, step):
+        tx = x(w.t_fault + k)
+        out.append(f'<line x1="{tx:.1f}" y1="{bottom}" x2="{tx:.1f}" y2="{bottom + 4}" stroke="#999"/>')
+        out.append(f'<text x="{tx:.1f}" y="{bottom + 24}" font-size="10" text-anchor="middle">t{k:+d}s</text>')
+    out.append(f'<text x="{LEFT}" y="{height - 14}" font-size="10" fill="#555">blue: routes to / answers with '
                f'{escape(failed or "-")} (normal); red: still does during the fault; green: excludes it</text>')
-    out.append(f'<text x="{LEFT}" y="{height - 3}" font-size="9" fill="#666">grey: no answer; orange: stale, '
+    out.append(f'<text x="{LEFT}" y="{height - 3}" font-size="10" fill="#555">grey: no answer; orange: stale, '
                'or excluded outside the fault; orange dot: stale-snapshot alarm; client errors: ratio per 0.5 s'
                '</text>')
     out.append("</svg>")
