@@ -45,20 +45,54 @@ def make_spec(tmp_path: Path) -> Callable[..., FederationSpec]:
     return _make
 
 
+class NatsServer:
+    """A real JetStream nats-server on a spec's NATS port that a test can stop and start again.
+
+    Every start uses the same port, store (tmp_path/js) and log (tmp_path/nats.log).
+    """
+
+    def __init__(self, spec: FederationSpec, tmp_path: Path) -> None:
+        self.spec = spec
+        self.store, self.log = tmp_path / "js", tmp_path / "nats.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it listens (``ComponentFailed`` if it exits or never does)."""
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(nats_server_argv("127.0.0.1", self.spec.nats_port, self.store),
+                                         stdout=out, stderr=out)
+        wait_for_port("127.0.0.1", self.spec.nats_port, 10, "nats-server", proc=self.proc, log=self.log)
+
+    def stop(self) -> None:
+        """Terminate the server if it is running (a no-op otherwise)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
 @pytest.fixture
-def nats_server(spec: FederationSpec, tmp_path: Path) -> Iterator[FederationSpec]:
-    """A real JetStream nats-server on the spec's NATS port; yields the spec."""
-    log = tmp_path / "nats.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            nats_server_argv("127.0.0.1", spec.nats_port, tmp_path / "js"), stdout=out, stderr=out
-        )
+def nats_for(tmp_path: Path) -> Iterator[Callable[[FederationSpec], NatsServer]]:
+    """``nats_for(spec)`` starts a nats-server for *spec* and returns it; all are stopped at the end."""
+    servers: list[NatsServer] = []
+
+    def _start(spec: FederationSpec) -> NatsServer:
+        server = NatsServer(spec, tmp_path)
+        servers.append(server)
+        server.start()
+        return server
+
     try:
-        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc=proc, log=log)
-        yield spec
+        yield _start
     finally:
-        proc.terminate()
-        proc.wait(10)
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def nats_server(spec: FederationSpec, nats_for: Callable[[FederationSpec], NatsServer]) -> FederationSpec:
+    """A real JetStream nats-server on the spec's NATS port; returns the spec."""
+    nats_for(spec)
+    return spec
 
 
 @pytest.fixture

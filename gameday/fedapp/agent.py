@@ -34,6 +34,7 @@ from aiohttp import web
 from gameday.fedapp.common import (
     JsonLog,
     ReadyzFault,
+    configure_readyz,
     connect_nats,
     every,
     json_response,
@@ -335,10 +336,7 @@ class Agent:
 
         async def fault(request: web.Request) -> web.Response:
             body = await read_json(request)
-            try:
-                self.readyz_fault.configure(body)
-            except ValueError as exc:
-                raise web.HTTPBadRequest(text=str(exc)) from exc
+            configure_readyz(self.readyz_fault, body)
             return json_response({"readyz": self.readyz_fault.describe()})
 
         app.router.add_get("/livez", livez)

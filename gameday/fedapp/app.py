@@ -24,7 +24,16 @@ import time
 
 from aiohttp import web
 
-from gameday.fedapp.common import JsonLog, ReadyzFault, json_response, read_json, render_metrics, start_http
+from gameday.fedapp.common import (
+    JsonLog,
+    ReadyzFault,
+    configure_readyz,
+    json_response,
+    read_json,
+    readyz_response,
+    render_metrics,
+    start_http,
+)
 from gameday.fedapp.spec import FederationSpec, InstanceSpec, RegionSpec
 from gameday.fedapp.wire import SERVED_BY, Json
 
@@ -91,9 +100,7 @@ class App:
         return json_response({"live": True})
 
     async def readyz(self, _: web.Request) -> web.Response:
-        if self.ready_fault.failing():
-            return json_response({"ready": False}, status=503)
-        return json_response({"ready": True})
+        return readyz_response(self.ready_fault)
 
     def _status(self) -> Json:
         return {
@@ -129,10 +136,7 @@ class App:
         livez = body.get("livez")
         if livez not in (None, "ok", "fail"):
             raise web.HTTPBadRequest(text=f"livez: got {livez!r}, expected 'ok' or 'fail'")
-        try:
-            self.ready_fault.configure(body)
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text=str(exc)) from exc
+        configure_readyz(self.ready_fault, body)
         if livez is not None:
             self.livez_failing = livez == "fail"
         self.log("fault", **body)

@@ -183,6 +183,25 @@ async def read_json(request: web.Request) -> Json:
     return body
 
 
+def configure_readyz(fault: ReadyzFault, body: Json) -> None:
+    """Apply the readiness hook of an admin request *body* to *fault*.
+
+    Raises:
+        web.HTTPBadRequest: the hook is malformed (the message says what was expected).
+    """
+    try:
+        fault.configure(body)
+    except ValueError as exc:
+        raise web.HTTPBadRequest(text=str(exc)) from exc
+
+
+def readyz_response(fault: ReadyzFault) -> web.Response:
+    """The plain ``/readyz`` answer: 503 ``{"ready": false}`` while *fault* fails, else 200."""
+    if fault.failing():
+        return json_response({"ready": False}, status=503)
+    return json_response({"ready": True})
+
+
 def bind_host(host: str) -> str:
     """The address to listen on: *host* from the spec, unless ``GAMEDAY_BIND_HOST`` overrides it.
 

@@ -49,6 +49,7 @@ from gameday.fedapp.common import (
     Histogram,
     JsonLog,
     ReadyzFault,
+    configure_readyz,
     connect_nats,
     every,
     json_response,
@@ -719,10 +720,7 @@ class ControlPlane:
                     raise web.HTTPBadRequest(text=f"broadcast_delay: {exc}") from exc
                 if not 0 <= delay <= 3600:
                     raise web.HTTPBadRequest(text=f"broadcast_delay: got {delay}, expected 0..3600 seconds")
-            try:
-                self.readyz_fault.configure(body)
-            except ValueError as exc:
-                raise web.HTTPBadRequest(text=str(exc)) from exc
+            configure_readyz(self.readyz_fault, body)
             self.broadcast_delay = delay
             self.log("fault", **body)
             return json_response({"broadcast_delay": self.broadcast_delay,

@@ -11,7 +11,8 @@ A target that is another region's gateway gets ``X-Gameday-Hop: 1`` so that gate
 serves only locally (no second hop).
 
 Also here: :func:`follow`, which connects an entry node's :class:`Follower` to NATS in
-the background so that a down bus never delays the HTTP server (R1).
+the background so that a down bus never delays the HTTP server (R1), and
+:func:`serve_entry_node`, the start/run/clean-up skeleton both entry nodes share.
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
 
-from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response
+from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response, start_http
 from gameday.fedapp.follower import Follower
-from gameday.fedapp.spec import FederationSpec, RegionSpec
+from gameday.fedapp.spec import Endpoint, FederationSpec, RegionSpec
 from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY
 
 FIRST_SHARE = 0.6
@@ -266,3 +267,46 @@ async def run_until_stopped(stop: asyncio.Event, *tasks: asyncio.Task[Any]) -> N
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class EntryNode(Protocol):
+    """What :func:`serve_entry_node` needs of a gateway or a local proxy."""
+
+    follower: Follower
+    forwarder: Forwarder
+
+    def web_app(self) -> web.Application: ...
+
+
+async def serve_entry_node(
+    spec: FederationSpec,
+    node: EntryNode,
+    endpoint: Endpoint,
+    log: JsonLog,
+    stop: asyncio.Event,
+    *,
+    background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
+    **started: Any,
+) -> None:
+    """Serve *node* on *endpoint* until *stop* is set, then clean up.
+
+    Starts the forwarder's pool and the HTTP server, logs ``started`` (with
+    ``endpoint=`` and the *started* fields), runs :func:`follow` and each of
+    *background* as tasks until *stop*, then cancels them, closes the server and the
+    pool, and logs ``stopped``.
+
+    Args:
+        background: coroutine functions for further loops (e.g. readiness probes),
+            started after the HTTP server is up.
+    """
+    await node.forwarder.start()
+    runner = await start_http(node.web_app(), endpoint.host, endpoint.port)
+    log("started", endpoint=endpoint.url, **started)
+    tasks = [asyncio.create_task(follow(spec, node.follower, log, stop))]
+    tasks += [asyncio.create_task(fn()) for fn in background]
+    try:
+        await run_until_stopped(stop, *tasks)
+    finally:
+        await runner.cleanup()
+        await node.forwarder.close()
+        log("stopped")

@@ -40,11 +40,12 @@ from aiohttp import web
 from gameday.fedapp.common import (
     JsonLog,
     ReadyzFault,
+    configure_readyz,
     every,
     json_response,
     read_json,
+    readyz_response,
     render_metrics,
-    start_http,
 )
 from gameday.fedapp.follower import Follower
 from gameday.fedapp.forward import (
@@ -53,10 +54,9 @@ from gameday.fedapp.forward import (
     Target,
     by_distance,
     failure,
-    follow,
     gateway_target,
     relay,
-    run_until_stopped,
+    serve_entry_node,
 )
 from gameday.fedapp.spec import FederationSpec, InstanceSpec, RegionSpec
 from gameday.fedapp.wire import HOP, Json
@@ -207,9 +207,7 @@ class Gateway:
         return json_response({"live": True})
 
     async def readyz(self, _: web.Request) -> web.Response:
-        if self.ready_fault.failing():
-            return json_response({"ready": False}, status=503)
-        return json_response({"ready": True})
+        return readyz_response(self.ready_fault)
 
     def _status(self) -> Json:
         return {
@@ -247,10 +245,7 @@ class Gateway:
 
     async def fault(self, request: web.Request) -> web.Response:
         body = await read_json(request)
-        try:
-            self.ready_fault.configure(body)
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text=str(exc)) from exc
+        configure_readyz(self.ready_fault, body)
         if "fallback" in body:
             self.fallback_enabled = bool(body["fallback"])
         self.follower.configure(body)
@@ -277,15 +272,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     reg = spec.region(region)
     log = JsonLog(f"gateway-{region}")
     gw = Gateway(spec, reg, log)
-    await gw.forwarder.start()
-    runner = await start_http(gw.web_app(), reg.gateway.host, reg.gateway.port)
-    log("started", endpoint=reg.gateway.url, instances=[i.spec.name for i in gw.locals])
-    tasks = [asyncio.create_task(follow(spec, gw.follower, log, stop))]
-    tasks += [asyncio.create_task(every(gw.timing.probe_interval, functools.partial(gw.probe, inst), stop))
+    probes = [functools.partial(every, gw.timing.probe_interval, functools.partial(gw.probe, inst), stop)
               for inst in gw.locals]
-    try:
-        await run_until_stopped(stop, *tasks)
-    finally:
-        await runner.cleanup()
-        await gw.forwarder.close()
-        log("stopped")
+    await serve_entry_node(spec, gw, reg.gateway, log, stop, background=probes,
+                           instances=[i.spec.name for i in gw.locals])

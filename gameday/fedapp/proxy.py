@@ -25,7 +25,15 @@ import time
 
 from aiohttp import web
 
-from gameday.fedapp.common import JsonLog, ReadyzFault, json_response, read_json, render_metrics, start_http
+from gameday.fedapp.common import (
+    JsonLog,
+    ReadyzFault,
+    configure_readyz,
+    json_response,
+    read_json,
+    readyz_response,
+    render_metrics,
+)
 from gameday.fedapp.follower import Follower
 from gameday.fedapp.forward import (
     Forwarder,
@@ -33,10 +41,9 @@ from gameday.fedapp.forward import (
     Target,
     by_distance,
     failure,
-    follow,
     gateway_target,
     relay,
-    run_until_stopped,
+    serve_entry_node,
 )
 from gameday.fedapp.snapshot import healthy_instances
 from gameday.fedapp.spec import FederationSpec, RegionSpec
@@ -126,9 +133,7 @@ class Proxy:
         return json_response({"live": True})
 
     async def readyz(self, _: web.Request) -> web.Response:
-        if self.ready_fault.failing():
-            return json_response({"ready": False}, status=503)
-        return json_response({"ready": True})
+        return readyz_response(self.ready_fault)
 
     def routing_table(self) -> list[Json]:
         now = time.monotonic()
@@ -163,10 +168,7 @@ class Proxy:
 
     async def fault(self, request: web.Request) -> web.Response:
         body = await read_json(request)
-        try:
-            self.ready_fault.configure(body)
-        except ValueError as exc:
-            raise web.HTTPBadRequest(text=str(exc)) from exc
+        configure_readyz(self.ready_fault, body)
         self.follower.configure(body)
         self.log("fault", **body)
         return json_response({"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]})
@@ -188,13 +190,4 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
         raise SystemExit("proxy: --region is required")
     reg = spec.region(region)
     log = JsonLog(f"proxy-{region}")
-    px = Proxy(spec, reg, log)
-    await px.forwarder.start()
-    runner = await start_http(px.web_app(), reg.proxy.host, reg.proxy.port)
-    log("started", endpoint=reg.proxy.url)
-    try:
-        await run_until_stopped(stop, asyncio.create_task(follow(spec, px.follower, log, stop)))
-    finally:
-        await runner.cleanup()
-        await px.forwarder.close()
-        log("stopped")
+    await serve_entry_node(spec, Proxy(spec, reg, log), reg.proxy, log, stop)

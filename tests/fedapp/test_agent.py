@@ -8,13 +8,11 @@ addresses the spec gives them; each records every probe it answered, so the R2 a
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,7 +20,6 @@ import nats
 from aiohttp import web
 
 from gameday.fedapp.controlplane import ensure_jetstream
-from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
 from gameday.fedapp.spec import FederationSpec
 from gameday.fedapp.wire import (
     Event,
@@ -35,27 +32,10 @@ from gameday.fedapp.wire import (
     instance_key,
     slow_key,
 )
+from tests.conftest import NatsServer
+from tests.fedapp.helpers import Starter, run, until
 
-Starter = Callable[..., subprocess.Popen[bytes]]
 A1, A2, GW = instance_key("a", "a-1"), instance_key("a", "a-2"), gateway_key("a")
-
-
-async def until(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll *pred* (sync or async) every 50 ms until truthy; fail after *timeout*."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if inspect.isawaitable(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last={last!r}")
-
-
-def run(coro_fn: Callable[[], Any]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), timeout=60))
 
 
 class Targets:
@@ -258,31 +238,11 @@ def test_state_reply_slow_edits_heartbeats_and_hung_targets(
     run(body)
 
 
-class NatsProc:
-    """A nats-server this test can stop and start again (same port, same store)."""
-
-    def __init__(self, spec: FederationSpec, tmp_path: Path) -> None:
-        self.spec, self.store, self.log = spec, tmp_path / "js-own", tmp_path / "nats-own.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(nats_server_argv("127.0.0.1", self.spec.nats_port, self.store),
-                                         stdout=out, stderr=out)
-        wait_for_port("127.0.0.1", self.spec.nats_port, 10, "nats-server", proc=self.proc, log=self.log)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-
 def test_changes_while_the_bus_is_down_are_published_when_it_is_back(
-    spec: FederationSpec, component: Starter, tmp_path: Path
+    spec: FederationSpec, component: Starter, nats_for: Callable[[FederationSpec], NatsServer]
 ) -> None:
     """R1: probing never waits for the bus; the latest pending value goes out after reconnect."""
-    bus = NatsProc(spec, tmp_path)
-    bus.start()
+    bus = nats_for(spec)
 
     async def body() -> None:
         nc = await nats.connect(spec.nats_url)
@@ -322,10 +282,7 @@ def test_changes_while_the_bus_is_down_are_published_when_it_is_back(
             await until(lambda: _pending_zero(http, url), 3, "nothing pending")
             await nc.close()
 
-    try:
-        run(body)
-    finally:
-        bus.stop()
+    run(body)
 
 
 async def _eq(value: Any, expected: Any) -> bool:

@@ -8,12 +8,12 @@ service and its HTTP endpoints.
 from __future__ import annotations
 
 import asyncio
-import inspect
+import contextlib
 import io
 import json
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ import pytest
 
 from gameday.fedapp.common import JsonLog
 from gameday.fedapp.controlplane import ControlPlane, ensure_jetstream
-from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
 from gameday.fedapp.spec import FederationSpec
 from gameday.fedapp.wire import (
     MERGED_SLOW_KEY,
@@ -39,8 +38,8 @@ from gameday.fedapp.wire import (
     instance_key,
     slow_key,
 )
-
-Starter = Callable[..., subprocess.Popen[bytes]]
+from tests.conftest import NatsServer
+from tests.fedapp.helpers import Starter, run, until
 
 
 @pytest.fixture
@@ -55,20 +54,6 @@ def spec(make_spec: Callable[..., FederationSpec], request: pytest.FixtureReques
 
 
 # -- helpers ---------------------------------------------------------------------------
-async def until(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll *pred* (sync or async) every 50 ms until it returns something truthy; fail after *timeout*."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if inspect.isawaitable(last):
-            last = await last
-        if last:
-            return last
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last={last!r}")
-
-
 class CP:
     """A control-plane process plus an HTTP client for it."""
 
@@ -122,6 +107,19 @@ class CP:
         return dict(await until(check, timeout, f"{n} events consumed"))
 
 
+@contextlib.asynccontextmanager
+async def started_cp(spec: FederationSpec, component: Starter) -> AsyncIterator[tuple[CP, Any]]:
+    """A started control-plane process and the test's own NATS connection (closed at the end)."""
+    async with httpx.AsyncClient(timeout=2) as http:
+        cp = CP(spec, component, http)
+        await cp.start()
+        nc = await nats.connect(spec.nats_url)
+        try:
+            yield cp, nc
+        finally:
+            await nc.close()
+
+
 class Broadcasts:
     """Every broadcast heard, with the monotonic time it arrived."""
 
@@ -144,10 +142,6 @@ async def publish(js: Any, spec: FederationSpec, event: Event) -> None:
     await js.publish(events_subject(spec.run_id, event.region), event.to_bytes())
 
 
-def run(coro_fn: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(coro_fn(), timeout=60))
-
-
 A1, A2 = instance_key("a", "a-1"), instance_key("a", "a-2")
 
 
@@ -158,10 +152,7 @@ def test_events_bump_version_broadcast_it_and_diff_carries_only_changes(
     spec = nats_server
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             js = nc.jetstream()
             heard = Broadcasts()
             await nc.subscribe(broadcast_subject(spec.run_id), cb=heard.cb)
@@ -196,13 +187,12 @@ def test_events_bump_version_broadcast_it_and_diff_carries_only_changes(
             assert st["processing_latency_p99_s"] is not None
             assert st["processing_latency_p99_s"] < 1
             assert st["full_snapshot_bytes"] == len(full.to_bytes())
-            metrics = (await http.get(f"{cp.url}/metrics")).text
+            metrics = (await cp.http.get(f"{cp.url}/metrics")).text
             assert "gameday_cp_version 3" in metrics
             assert "gameday_cp_events_consumed_total 3" in metrics
             assert "gameday_cp_processing_latency_seconds_count 3" in metrics
             assert "gameday_cp_backlog 0" in metrics
             assert 'gameday_cp_broadcasts_total{kind="version"} 3' in metrics
-            await nc.close()
 
     run(body)
     log = (Path(spec.workdir) / "controlplane-global.log").read_text()
@@ -214,10 +204,7 @@ def test_duplicate_stale_and_noop_events_do_not_bump(nats_server: FederationSpec
     spec = nats_server
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             js = nc.jetstream()
             first = ev(A1, 2, True)
             await publish(js, spec, first)
@@ -234,7 +221,6 @@ def test_duplicate_stale_and_noop_events_do_not_bump(nats_server: FederationSpec
             # a restarted agent (larger epoch) starts its seq again at 1 and still applies
             await publish(js, spec, ev(A1, 1, True, epoch=2000))
             await cp.wait_version(3)
-            await nc.close()
 
     run(body)
 
@@ -244,10 +230,7 @@ def test_version_survives_restart_when_durable(nats_server: FederationSpec, comp
     assert spec.topology.control_plane.state == "durable"
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             js = nc.jetstream()
             for seq, key in enumerate([A1, A2, gateway_key("a")], start=1):
                 await publish(js, spec, ev(key, seq, True))
@@ -266,7 +249,6 @@ def test_version_survives_restart_when_durable(nats_server: FederationSpec, comp
             await publish(js, spec, ev(A1, 4, False))
             st = await cp.wait_version(4)
             assert st["events_ignored"] == 1
-            await nc.close()
 
     run(body)
 
@@ -279,10 +261,7 @@ def test_version_regresses_after_restart_when_ephemeral(
     spec = nats_server
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             js = nc.jetstream()
             await publish(js, spec, ev(A1, 1, True))
             await publish(js, spec, ev(A2, 2, True))
@@ -295,7 +274,6 @@ def test_version_regresses_after_restart_when_ephemeral(
             await publish(js, spec, ev(A1, 3, False))
             st = await cp.wait_version(1)
             assert st["version"] < 2  # the version went backwards across the restart
-            await nc.close()
 
     run(body)
 
@@ -305,10 +283,7 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
     spec = nats_server
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             js = nc.jetstream()
             heard = Broadcasts()
             await nc.subscribe(broadcast_subject(spec.run_id), cb=heard.cb)
@@ -335,14 +310,13 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
             m1 = await announced_after(1, 0.6)
             assert 0.6 - 0.05 <= m1 <= 0.6 + 0.75, m1
 
-            r = await http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2})
+            r = await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2})
             assert r.status_code == 200
             assert r.json()["broadcast_delay"] == 1.2
             m2 = await announced_after(2, 1.2)
             assert 1.2 - 0.05 <= m2 <= 1.2 + 0.75, m2
             assert (await cp.status())["announced_version"] == 2
-            assert (await http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1})).status_code == 400
-            await nc.close()
+            assert (await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1})).status_code == 400
 
     run(body)
 
@@ -354,10 +328,7 @@ def test_heartbeat_silence_marks_region_not_alive(nats_server: FederationSpec, c
     spec = nats_server
 
     async def body() -> None:
-        async with httpx.AsyncClient(timeout=2) as http:
-            cp = CP(spec, component, http)
-            await cp.start()
-            nc = await nats.connect(spec.nats_url)
+        async with started_cp(spec, component) as (cp, nc):
             beating = True
 
             async def beat() -> None:
@@ -389,8 +360,7 @@ def test_heartbeat_silence_marks_region_not_alive(nats_server: FederationSpec, c
             await until(a_dead, 3, "region a marked not alive")
             silence = time.monotonic() - t_silent
             assert 1.0 - 0.15 <= silence <= 1.0 + 1.0, silence
-            assert 'gameday_cp_region_alive{region="a"} 0' in (await http.get(f"{cp.url}/metrics")).text
-            await nc.close()
+            assert 'gameday_cp_region_alive{region="a"} 0' in (await cp.http.get(f"{cp.url}/metrics")).text
 
     run(body)
 
@@ -507,24 +477,11 @@ def test_two_replicas_cannot_fork_the_version(nats_server: FederationSpec, tmp_p
     run(body)
 
 
-def test_survives_a_bus_restart_and_resumes(spec: FederationSpec, component: Starter, tmp_path: Path) -> None:
+def test_survives_a_bus_restart_and_resumes(
+    spec: FederationSpec, component: Starter, nats_for: Callable[[FederationSpec], NatsServer]
+) -> None:
     """R1: the control plane keeps serving while NATS is down and resumes consuming after it is back."""
-    store, log = tmp_path / "js-own", tmp_path / "nats-own.log"
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def bus_start() -> None:
-        with log.open("ab") as out:
-            procs.append(subprocess.Popen(nats_server_argv("127.0.0.1", spec.nats_port, store),
-                                          stdout=out, stderr=out))
-        wait_for_port("127.0.0.1", spec.nats_port, 10, "nats-server", proc=procs[-1], log=log)
-
-    def bus_stop() -> None:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(10)
-
-    bus_start()
+    bus = nats_for(spec)
 
     async def body() -> None:
         async with httpx.AsyncClient(timeout=2) as http:
@@ -538,12 +495,12 @@ def test_survives_a_bus_restart_and_resumes(spec: FederationSpec, component: Sta
             passes = (await cp.status())["reconcile"]["passes"]
             await nc.close()
 
-            await asyncio.to_thread(bus_stop)
+            await asyncio.to_thread(bus.stop)
             st = await until(lambda: _disconnected(cp), 5, "controlplane notices the bus is gone")
             assert st["version"] == 2  # still serving its state
             assert (await http.get(f"{cp.url}/livez")).status_code == 200
 
-            await asyncio.to_thread(bus_start)
+            await asyncio.to_thread(bus.start)
             nc = await nats.connect(spec.nats_url)
             js = nc.jetstream()
             await publish(js, spec, ev(A1, 3, False))
@@ -552,10 +509,7 @@ def test_survives_a_bus_restart_and_resumes(spec: FederationSpec, component: Sta
             await until(lambda: _passes_above(cp, passes), 5, "a reconciliation pass after the reconnect")
             await nc.close()
 
-    try:
-        run(body)
-    finally:
-        bus_stop()
+    run(body)
 
 
 async def _disconnected(cp: CP) -> dict[str, Any] | None:
