@@ -55,6 +55,7 @@ def switchover(
     survivors = sorted(set(survivors))
     latest: dict[str, NodeObs] = {}
     last_including: dict[str, float] = {}
+    first_excluding: dict[str, float] = {}
     for o in sorted(nodes, key=lambda o: o.t):
         if o.t > until:
             break
@@ -63,10 +64,15 @@ def switchover(
         latest[o.node] = o
         if failed in o.routable:
             last_including[o.node] = o.t
+            first_excluding.pop(o.node, None)
+        else:
+            first_excluding.setdefault(o.node, o.t)
         if o.t < t_fault:
             continue
         if len(latest) == len(survivors) and all(failed not in latest[n].routable for n in survivors):
-            gaps = [latest[n].t - last_including.get(n, t_fault) for n in survivors if n in last_including]
+            # Each node switched somewhere between its last poll still including the region
+            # and its first poll without it.
+            gaps = [first_excluding[n] - last_including[n] for n in survivors if n in last_including]
             versions = sorted({v for n in survivors if (v := latest[n].version) is not None})
             return Figure(
                 "switchover", o.t - t_fault, max([*gaps, 0.0]) if gaps else 0.0,
@@ -179,9 +185,7 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
     during = [c.version for c in cp if t_fault < c.t <= end_fault and c.version is not None]
     if before is None:
         problems.append("no control-plane version observed before the fault")
-    elif not require_increments:
-        pass
-    elif not during or max(during) <= before:
+    elif require_increments and (not during or max(during) <= before):
         problems.append(f"control-plane version did not increase for the fault (stayed at v{before} "
                         f"until {_rel(end_fault, t_fault)})")
     if t_restore is not None and require_increments:

@@ -1,0 +1,104 @@
+"""The DESIGN.md §4 measurements on hand-made timelines: exact values, resolutions, failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from gameday.settings import SLO
+from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline, UtilObs
+from gameday.verdicts.capacity import dynamic_headroom, static_headroom
+from gameday.verdicts.measure import client_recovery, dns_convergence, switchover, version_check
+from gameday.verdicts.result import DrillResult
+
+NODES = ("gateway-a", "proxy-a", "gateway-c", "proxy-c")
+
+
+def _timeline(switch_at: dict[str, float], until: float = 5.0) -> Timeline:
+    """Entry nodes polled every 0.1 s; each stops routing to b at its time in *switch_at*."""
+    tl = Timeline()
+    for i in range(int(until * 10) + 1):
+        t = round(i * 0.1, 3)
+        for n in NODES:
+            routes = ("a", "c") if t >= switch_at.get(n, 1e9) else ("a", "b", "c")
+            tl.add(NodeObs(t, n, True, 2 if t >= switch_at.get(n, 1e9) else 1, routes))
+        tl.add(CpObs(t, 2 if t >= 0.6 else 1))
+    return tl
+
+
+def test_switchover_is_the_last_surviving_node_to_switch_with_one_poll_of_resolution() -> None:
+    tl = _timeline({"gateway-a": 0.7, "proxy-a": 0.8, "gateway-c": 1.2, "proxy-c": 0.9})
+    f = switchover(tl.nodes, tl.cp, "b", NODES, t_fault=0.2, until=5.0)
+    assert f.value == pytest.approx(1.0)
+    assert f.resolution == pytest.approx(0.1)
+    assert "versions [2]" in f.detail
+
+
+def test_switchover_not_reached_names_the_node_behind_and_the_published_version() -> None:
+    tl = _timeline({"gateway-a": 0.7, "proxy-a": 0.8, "gateway-c": 0.9})  # proxy-c never switches
+    f = switchover(tl.nodes, tl.cp, "b", NODES, t_fault=0.2, until=5.0)
+    assert f.value is None
+    assert "proxy-c still routes to b by v1 at t+4.8 s" in f.detail
+    assert "v2 published at t+0.4 s" in f.detail
+
+
+def test_dns_convergence_is_the_first_answer_after_the_last_one_naming_the_region() -> None:
+    tl = Timeline()
+    for i in range(30):
+        t = i * 0.1
+        tl.add(DnsObs(t, True, ("a", "b") if t < 1.05 else ("a",)))
+    f = dns_convergence(tl, "b", 0.5, 3.0)
+    assert f.value == pytest.approx(0.6)
+    assert f.resolution == pytest.approx(0.1)
+    assert dns_convergence(tl, "a", 0.5, 3.0).value is None  # still answered at the end
+
+
+def test_client_recovery_is_the_start_of_the_first_window_within_the_slo() -> None:
+    reqs = [RequestRec(i * 0.05, 0 if 1.0 <= i * 0.05 < 3.0 else 200, 0.01) for i in range(400)]
+    f = client_recovery(reqs, 1.0, 20.0, window=5.0, slo=0.01)
+    assert f.value == pytest.approx(2.0, abs=0.11)  # the window starting at t=3.0 s is clean
+    assert client_recovery(reqs, 1.0, 7.0, window=5.0, slo=0.01).value is None
+
+
+def test_versions_must_rise_for_the_fault_and_the_restore_and_never_fall() -> None:
+    tl = Timeline()
+    for t, v in [(0.0, 5), (1.0, 5), (2.0, 6), (4.0, 6), (5.0, 7), (6.0, 7)]:
+        tl.add(CpObs(t, v))
+    assert version_check(tl, 1.5, 4.5, 6.5).passed
+    tl.add(CpObs(6.2, 3))  # an ephemeral control plane came back lower
+    c = version_check(tl, 1.5, 4.5, 6.5)
+    assert not c.passed
+    assert "went back from v7 to v3" in c.detail
+    flat = Timeline(cp=[CpObs(0.0, 5), CpObs(3.0, 5), CpObs(6.0, 5)])
+    assert "did not increase for the fault" in version_check(flat, 1.0, 4.0, 6.5).detail
+    assert version_check(flat, 1.0, 4.0, 6.5, require_increments=False).passed
+
+
+def test_static_headroom_shows_the_arithmetic() -> None:
+    assert static_headroom({"a": 80, "b": 80, "c": 80}, 60, 0.2).passed
+    c = static_headroom({"a": 80, "b": 30, "c": 30}, 60, 0.2)
+    assert not c.passed
+    assert "without a the others have 60 req/s for 60 req/s x (1 + 0.2) = 72 req/s" in c.detail
+
+
+def test_dynamic_headroom_fails_on_utilisation_and_on_overload_responses() -> None:
+    util = [UtilObs(1.0, "a", 0.5), UtilObs(1.5, "c", 0.9)]
+    ok = [RequestRec(1.0 + i * 0.01, 200, 0.01) for i in range(100)]
+    c = dynamic_headroom(util, ok, ("a", "c"), start=0.5, end=3.0, utilisation_limit=0.8, overload_ratio=0.01)
+    assert not c.passed
+    assert "region c at 90% utilisation" in c.detail
+    rejected = ok + [RequestRec(2.0, 503, 0.01)] * 5
+    c = dynamic_headroom([UtilObs(1.0, "a", 0.5)], rejected, ("a",), start=0.5, end=3.0,
+                         utilisation_limit=0.8, overload_ratio=0.01)
+    assert "5 of 105 requests" in c.detail
+
+
+def test_stale_alarms_count_every_proxy_except_those_a_blackhole_cut_off() -> None:
+    tl = Timeline(alarms=[AlarmObs(2.0, "proxy-b", "stale_snapshot", "no broadcast heard"),
+                          AlarmObs(2.5, "gateway-a", "stale_snapshot")])
+    window = FaultWindow("gateway_down", "b", 0.9, 1.0, 4.0, 4.5)
+    res = DrillResult(fault=window, timeline=tl, slo=SLO(), survivors=(), capacity={}, offered=1, margin=0,
+                      lost=("b",), started=0.0)
+    with pytest.raises(AssertionError, match=r"1 stale-snapshot alarm.*proxy-b at t\+1.0 s"):
+        res.assert_no_stale_snapshot_alarms()
+    res.cut_off = ("b",)  # a blackholed region's own proxy is stale for real
+    res.assert_no_stale_snapshot_alarms()
