@@ -16,7 +16,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
 
 import dns.asyncquery
 import dns.exception
@@ -74,6 +75,7 @@ class Observer:
         self._thread: threading.Thread | None = None
         self.ticks = 0
         self.error: BaseException | None = None
+        self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     # -- thread -----------------------------------------------------------------------
     def start(self) -> None:
@@ -109,6 +111,9 @@ class Observer:
                     next_tick = time.monotonic()
                     delay = 0
                 await asyncio.sleep(delay)
+        for task in self._inflight.values():
+            task.cancel()
+        await asyncio.gather(*self._inflight.values(), return_exceptions=True)
         nc = await sub
         if nc is not None:
             with contextlib.suppress(Exception):
@@ -138,11 +143,23 @@ class Observer:
 
     # -- one tick --------------------------------------------------------------------------
     async def _tick(self, http: httpx.AsyncClient) -> None:
-        jobs = [self._dns(), self._cp(http)] + [self._node(http, n, u) for n, u in self.ep.entry_nodes.items()]
+        # Node and utilisation polls run on their own: a frozen region's hanging /status must
+        # not slow the tick (and so the resolution) for every other node. A poll still in
+        # flight is not doubled; its answer is stamped when it arrives.
+        for n, u in self.ep.entry_nodes.items():
+            self._spawn(("node", n), self._node(http, n, u))
         if self.ticks % self.util_every == 0:
-            jobs += [self._util(http, r, urls) for r, urls in self.ep.utilisation.items()]
-        await asyncio.gather(*jobs)
+            for r, urls in self.ep.utilisation.items():
+                self._spawn(("util", r), self._util(http, r, urls))
+        await asyncio.gather(self._dns(), self._cp(http))
         self._collect_logs_and_requests()
+
+    def _spawn(self, key: tuple[str, str], coro: Coroutine[Any, Any, None]) -> None:
+        task = self._inflight.get(key)
+        if task is not None and not task.done():
+            coro.close()
+            return
+        self._inflight[key] = asyncio.create_task(coro)
 
     def _collect_logs_and_requests(self) -> None:
         if self.alarm_source is not None:
