@@ -29,7 +29,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         if opt.flag:
             group.addoption(flag, action="store_true", default=None, dest=opt.dest,
                             help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
-            parser.addini(ini, opt.help, type="bool", default=None)
+            # a string, not type="bool": our validator names the key when the value is bad
+            parser.addini(ini, f"{opt.help} (true/false)", default=None)
         elif opt.name == "allow-context":
             group.addoption(flag, action="append", default=None, dest=opt.dest, metavar="GLOB",
                             help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
@@ -43,12 +44,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
-    """CLI beats ini beats environment."""
+    """CLI beats ini beats environment. An empty value is returned as set (an error in
+    :func:`settings.resolve`): ``--gameday-seed=`` must not quietly mean "random"."""
     v = config.getoption(opt.dest)
     if v is not None:
         return v, "command line"
     ini = config.getini(opt.dest)
-    if ini not in (None, "", []):
+    # An unset ini is None (our default) or [] (line lists); a key present but empty is "".
+    if ini is not None and ini != []:
         return ini, f"ini {opt.dest}"
     env = os.environ.get(opt.env)
     if env is not None:

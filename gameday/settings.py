@@ -8,14 +8,17 @@ environment (``GAMEDAY_*``), then the default. Option defaults are ``None`` so t
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from gameday.errors import ConfigError
+from gameday.userinput import shown
 
 TargetName = Literal["local", "kind", "kube"]
 TARGETS: tuple[str, ...] = ("local", "kind", "kube")
@@ -72,15 +75,137 @@ class Settings:
     load: LoadSettings = field(default_factory=LoadSettings)
 
 
+# -- validators: one per kind of value, shared by resolve() and the gameday CLI -------------------
+class _Validator(Protocol):
+    @property
+    def expected(self) -> str:
+        """What a valid value looks like, for messages: ``an integer >= 1 and <= 1000``."""
+
+    def __call__(self, raw: str) -> Any:
+        """The parsed value; ``ValueError`` (its message saying what is wrong) if invalid."""
+
+
+def _g(x: float) -> str:
+    return f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Number:
+    """An integer, or a finite float, within bounds (NaN and infinity are never valid)."""
+
+    integer: bool
+    lo: float
+    hi: float
+    lo_open: bool = False
+    """True: ``lo < value``; False: ``lo <= value``."""
+    hi_text: str | None = None
+    """How *hi* reads in messages, when its digits would not (``2**63 - 1``)."""
+
+    @property
+    def expected(self) -> str:
+        what = "an integer" if self.integer else "a finite number"
+        return f"{what} {'>' if self.lo_open else '>='} {_g(self.lo)} and <= {self.hi_text or _g(self.hi)}"
+
+    def __call__(self, raw: str) -> int | float:
+        text = str(raw).strip()
+        value: int | float
+        try:
+            value = int(text) if self.integer else float(text)
+        except ValueError:
+            raise ValueError(f"expected {self.expected}") from None
+        if not math.isfinite(value) or value < self.lo or (self.lo_open and value == self.lo) or value > self.hi:
+            raise ValueError(f"expected {self.expected}")
+        return value
+
+
+@dataclass(frozen=True)
+class Choice:
+    choices: tuple[str, ...]
+
+    @property
+    def expected(self) -> str:
+        return "one of " + ", ".join(self.choices)
+
+    def __call__(self, raw: str) -> str:
+        if raw not in self.choices:
+            raise ValueError(f"expected {self.expected}")
+        return raw
+
+
+@dataclass(frozen=True)
+class Flag:
+    expected: str = "true or false (1/0, yes/no, on/off)"
+
+    def __call__(self, raw: str) -> bool:
+        s = str(raw).strip().lower()
+        if s in ("1", "true", "yes", "on"):
+            return True
+        if s in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"expected {self.expected}")
+
+
+@dataclass(frozen=True)
+class ExistingFile:
+    what: str
+
+    @property
+    def expected(self) -> str:
+        return f"an existing {self.what}"
+
+    def __call__(self, raw: str) -> Path:
+        p = Path(raw)
+        if p.is_dir():
+            raise ValueError(f"expected {self.expected}: {p} is a directory")
+        if not p.exists():
+            raise ValueError(f"expected {self.expected}: {p} does not exist")
+        if not p.is_file():
+            raise ValueError(f"expected {self.expected}: {p} is not a regular file")
+        return p
+
+
+@dataclass(frozen=True)
+class WritableDirectory:
+    expected: str = "a directory gameday can write to (created if missing)"
+
+    def __call__(self, raw: str) -> Path:
+        p = Path(raw)
+        # The nearest existing ancestor decides: nothing is created here (that happens only
+        # once the run starts), but a run that could never write its ledger is refused now.
+        probe = p.absolute()
+        while not os.path.lexists(probe) and probe.parent != probe:
+            probe = probe.parent
+        if not probe.is_dir():
+            why = "is not a directory" if probe == p.absolute() else f"cannot be created: {probe} is not a directory"
+            raise ValueError(f"expected {self.expected}: {p} {why}")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise ValueError(f"expected {self.expected}: {probe} is not writable")
+        return p
+
+
+@dataclass(frozen=True)
+class Globs:
+    expected: str = "kubeconfig context globs, comma-separated"
+
+    def __call__(self, raw: str) -> tuple[str, ...]:
+        parts = [q.strip() for q in str(raw).split(",")]
+        if not all(parts):
+            raise ValueError(f"expected {self.expected}, without empty ones")
+        return tuple(parts)
+
+
 @dataclass(frozen=True)
 class OptionSpec:
-    """One ``--gameday-<name>`` option."""
+    """One ``--gameday-<name>`` option: its help and the validator every source goes through."""
 
     name: str
     help: str
-    kind: Callable[[str], Any] = str
-    choices: tuple[str, ...] | None = None
+    kind: _Validator
     flag: bool = False
+
+    @property
+    def choices(self) -> tuple[str, ...] | None:
+        return self.kind.choices if isinstance(self.kind, Choice) else None
 
     @property
     def dest(self) -> str:
@@ -90,66 +215,71 @@ class OptionSpec:
     def env(self) -> str:
         return "GAMEDAY_" + self.name.replace("-", "_").upper()
 
+    def parse(self, raw: str, source: str) -> Any:
+        """Validate one raw value from *source* (``command line``, ``ini gameday_x``, ...).
 
-def _positive_int(v: str) -> int:
-    i = int(v)
-    if i < 1:
-        raise ValueError("must be >= 1")
-    return i
-
-
-def _non_negative_int(v: str) -> int:
-    i = int(v)
-    if i < 0:
-        raise ValueError("must be >= 0")
-    return i
-
-
-def _positive_float(v: str) -> float:
-    f = float(v)
-    if not f > 0:
-        raise ValueError("must be > 0")
-    return f
+        Raises:
+            ConfigError: names the option, the source, the value (shortened) and the range.
+        """
+        if not str(raw).strip():
+            raise ConfigError(f"--gameday-{self.name} ({source}): empty value, expected {self.kind.expected}; "
+                              "leave the option out to use the default", field=self.name)
+        try:
+            return self.kind(raw)
+        except ValueError as exc:
+            raise ConfigError(f"--gameday-{self.name} ({source}): got {shown(raw)}, {exc}", field=self.name) from exc
 
 
-def _ratio(v: str) -> float:
-    f = float(v)
-    if not 0 <= f <= 1:
-        raise ValueError("must be between 0 and 1")
-    return f
-
-
-def _bool(v: str) -> bool:
-    s = str(v).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("must be true or false")
-
-
+# Bounds: wide enough for any real drill, narrow enough that a typo (1e9, inf) is caught
+# before a federation is started rather than as a drill that cannot end.
+_RATIO = Number(False, 0, 1)
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube", choices=TARGETS),
-    OptionSpec("topology", "topology YAML (default: clusters/local.yaml)"),
-    OptionSpec("seed", "seed for every random choice (region picks); printed in the header", _non_negative_int),
-    OptionSpec("rounds", "repeat each drill N times with seeded random picks", _positive_int),
-    OptionSpec("reports", "directory for run data, ledger and figures (default: reports)"),
-    OptionSpec("users", "locust users (default: topology load.users)", _positive_int),
+    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube", Choice(TARGETS)),
+    OptionSpec("topology", "topology YAML (default: clusters/local.yaml)", ExistingFile("topology YAML file")),
+    # 2**63 - 1: the seed must survive JSON, JUnit and Allure readers as a 64-bit integer.
+    OptionSpec("seed", "seed for every random choice (region picks); printed in the header",
+               Number(True, 0, 2**63 - 1, hi_text="2**63 - 1")),
+    OptionSpec("rounds", "repeat each drill N times with seeded random picks", Number(True, 1, 1000)),
+    OptionSpec("reports", "directory for run data, ledger and figures (default: reports)", WritableDirectory()),
+    OptionSpec("users", "locust users (default: topology load.users)", Number(True, 1, 10_000)),
     OptionSpec("rate", "offered load in requests/s across all users (default: topology load.rate)",
-               _positive_float),
-    OptionSpec("locustfile", "your own locustfile instead of the built-in DNS-resolving user"),
-    OptionSpec("load-workers", "locust worker processes (0: a single process)", _non_negative_int),
-    OptionSpec("switchover-limit", "switchover SLO in seconds (default 180)", _positive_float),
-    OptionSpec("error-ratio", "client error ratio SLO, 0..1 (default 0.01)", _ratio),
-    OptionSpec("utilisation-limit", "max utilisation of a surviving region, 0..1 (default 0.8)", _ratio),
-    OptionSpec("recovery-window", "client-recovery window in seconds (default 10)", _positive_float),
-    OptionSpec("stop-error-ratio", "stop condition: abort when client errors exceed this ratio ... (0.5)",
-               _ratio),
-    OptionSpec("stop-after", "... for this many seconds (default 5)", _positive_float),
+               Number(False, 0, 100_000, lo_open=True)),
+    OptionSpec("locustfile", "your own locustfile instead of the built-in DNS-resolving user",
+               ExistingFile("locustfile")),
+    OptionSpec("load-workers", "locust worker processes (0: a single process)", Number(True, 0, 64)),
+    # An hour: article 000's bar is 3 minutes; a limit beyond an hour is a unit mistake (ms?).
+    OptionSpec("switchover-limit", "switchover SLO in seconds (default 180)", Number(False, 0, 3600, lo_open=True)),
+    OptionSpec("error-ratio", "client error ratio SLO, 0..1 (default 0.01)", _RATIO),
+    OptionSpec("utilisation-limit", "max utilisation of a surviving region, 0..1 (default 0.8)",
+               Number(False, 0, 1, lo_open=True)),
+    OptionSpec("recovery-window", "client-recovery window in seconds (default 10)",
+               Number(False, 0, 600, lo_open=True)),
+    OptionSpec("stop-error-ratio", "stop condition: abort when client errors exceed this ratio ... (0.5)", _RATIO),
+    OptionSpec("stop-after", "... for this many seconds (default 5)", Number(False, 0, 600, lo_open=True)),
     OptionSpec("allow-context", "kube target: kubeconfig context glob allowed to be broken (repeatable, "
-               "comma-separated in ini)"),
-    OptionSpec("dry-run", "kube target: plan and print every API call, change nothing", flag=True),
+               "comma-separated in ini)", Globs()),
+    OptionSpec("dry-run", "print each drill's plan (checks, the fault and its exact inverse) and change nothing; "
+               "the drill is reported as skipped", Flag(), flag=True),
 )
+OPTION: dict[str, OptionSpec] = {o.name: o for o in OPTIONS}
+
+
+def cli_type(name: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` for the ``gameday`` CLI that applies option *name*'s rules.
+
+    ``gameday drill --rounds 0`` is then refused exactly like ``--gameday-rounds=0``.
+    """
+    opt = OPTION[name]
+
+    def parse(raw: str) -> Any:
+        try:
+            return opt.parse(raw, "command line")
+        except ConfigError as exc:
+            # argparse prefixes "argument --rounds: "; keep only what follows the option name
+            raise argparse.ArgumentTypeError(str(exc).split("(command line): ", 1)[-1]) from exc
+
+    parse.__name__ = name
+    return parse
 
 
 def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
@@ -157,7 +287,8 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
 
     Args:
         get: returns ``(raw value or None, where it came from)`` for an option, already
-            applying CLI > ini > env precedence.
+            applying CLI > ini > env precedence. ``None`` (and an empty ini line list)
+            means not set; an empty string is a value, and an error.
 
     Raises:
         ConfigError: a value is invalid; the message names option, source and value.
@@ -165,30 +296,14 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
     values: dict[str, Any] = {}
     for opt in OPTIONS:
         raw, source = get(opt)
-        if raw is None or raw in ("", []):
+        if raw is None or raw == []:
             continue
-        if opt.flag:
-            try:
-                values[opt.name] = raw if isinstance(raw, bool) else _bool(raw)
-            except ValueError as exc:
-                raise ConfigError(f"--gameday-{opt.name} ({source}): got {raw!r}, {exc}") from exc
-            continue
-        if opt.name == "allow-context":
-            items = raw if isinstance(raw, list) else [raw]
-            values[opt.name] = tuple(p.strip() for item in items for p in str(item).split(",") if p.strip())
-            continue
-        if opt.choices is not None and raw not in opt.choices:
-            raise ConfigError(
-                f"--gameday-{opt.name} ({source}): got {raw!r}, expected one of {', '.join(opt.choices)}",
-                field=opt.name,
-            )
-        try:
-            values[opt.name] = opt.kind(raw) if not isinstance(raw, bool) else raw
-        except ValueError as exc:
-            raise ConfigError(
-                f"--gameday-{opt.name} ({source}): got {raw!r}, {exc if str(exc) else 'invalid'}",
-                field=opt.name,
-            ) from exc
+        if isinstance(raw, bool):  # a store_true flag or an ini bool: already parsed
+            values[opt.name] = raw
+        elif isinstance(raw, list):  # --gameday-allow-context repeated, or ini lines
+            values[opt.name] = tuple(g for item in raw for g in opt.parse(str(item), source))
+        else:
+            values[opt.name] = opt.parse(str(raw), source)
     seed_given = "seed" in values
     seed = values.get("seed", random.SystemRandom().randrange(1, 2**31))
     defaults = SLO()
@@ -200,26 +315,20 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
         stop_error_ratio=values.get("stop-error-ratio", defaults.stop_error_ratio),
         stop_after=values.get("stop-after", defaults.stop_after),
     )
-    locustfile = Path(values["locustfile"]) if "locustfile" in values else None
-    if locustfile is not None and not locustfile.is_file():
-        raise ConfigError(f"--gameday-locustfile: {locustfile} does not exist", field="locustfile")
-    topology = Path(values["topology"]) if "topology" in values else None
-    if topology is not None and not topology.is_file():
-        raise ConfigError(f"--gameday-topology: {topology} does not exist", field="topology")
     return Settings(
         target=values.get("target", "local"),
-        topology=topology,
+        topology=values.get("topology"),
         seed=seed,
         seed_was_given=seed_given,
         rounds=values.get("rounds", 1),
-        reports=Path(values.get("reports", "reports")),
+        reports=values.get("reports", Path("reports")),
         allow_context=values.get("allow-context", ()),
         dry_run=values.get("dry-run", False),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),
             rate=values.get("rate"),
-            locustfile=locustfile,
+            locustfile=values.get("locustfile"),
             workers=values.get("load-workers", 0),
         ),
     )

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
-import yaml
+from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
 
 from gameday.errors import ConfigError
+from gameday.userinput import load_yaml, read_text_file, shown
 
 #: Key of the global tier's cluster in :attr:`Topology.contexts` (not a region name).
 GLOBAL_CLUSTER = "global"
@@ -30,45 +32,72 @@ _LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 _ZONE = re.compile(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
 
+MAX_DNS_TTL = 60
+"""Seconds. Clients may keep a failed region's address for up to one TTL after the GSLB
+stops answering it (resolver caches can add to that), so the TTL is spent out of the
+switchover budget: 60 s is a third of the 180 s switchover limit, leaving the rest for
+detection and the sync chain; failover GSLBs commonly answer with 30-60 s."""
+
+StrictInt = Annotated[int, Field(strict=True)]
+"""An integer that is not a bool (YAML ``true`` would otherwise count as 1)."""
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Floats are finite everywhere: NaN passes no comparison, so a NaN weight or timeout
+    # would slip past every bound and break arithmetic far from the file.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Timing(_Model):
     """Timings of the federation's sync chain. All values are seconds unless noted."""
 
-    probe_interval: float = Field(1.0, gt=0, le=60)
+    probe_interval: float = Field(1.0, gt=0, le=60, strict=True)
     """Agent and GSLB health-probe period. 1 s is the production default; the local
     topology lowers it so drills are short."""
-    probe_timeout: float = Field(0.25, gt=0, le=10)
+    probe_timeout: float = Field(0.25, gt=0, le=10, strict=True)
     """A probe that has not answered within this is a failure (hung gateway)."""
-    fall: int = Field(3, ge=1, le=100)
+    fall: int = Field(3, ge=1, le=100, strict=True)
     """Consecutive failed probes before an instance or gateway is removed (R2: 3)."""
-    rise: int = Field(2, ge=1, le=100)
+    rise: int = Field(2, ge=1, le=100, strict=True)
     """Consecutive successful probes before re-admission (R2)."""
-    heartbeat_interval: float = Field(1.0, gt=0, le=60)
+    heartbeat_interval: float = Field(1.0, gt=0, le=60, strict=True)
     """Agents' heartbeat period and the control plane's version re-broadcast period."""
-    region_timeout: float = Field(3.0, gt=0, le=600)
+    region_timeout: float = Field(3.0, gt=0, le=600, strict=True)
     """A region whose agent has not been heard for this long is marked not alive."""
-    stale_after: float = Field(10.0, gt=0, le=3600)
+    stale_after: float = Field(10.0, gt=0, le=3600, strict=True)
     """A proxy lagging the broadcast, or hearing none, for this long raises the alarm (R6)."""
-    reconcile_interval: float = Field(300.0, gt=0, le=86400)
+    reconcile_interval: float = Field(300.0, gt=0, le=86400, strict=True)
     """Period of the slow full reconciliation of quotas and labels (R3: 5 minutes)."""
-    dns_ttl: int = Field(5, ge=0, le=86400)
-    """TTL in seconds of the GSLB's answers for the service name."""
-    ramp_seconds: float = Field(10.0, ge=0, le=3600)
+    dns_ttl: int = Field(5, ge=0, le=MAX_DNS_TTL, strict=True,
+                         description="clients may keep a failed region's address for one TTL: "
+                         "at most a third of the 180 s switchover limit")
+    """TTL in seconds of the GSLB's answers for the service name (see :data:`MAX_DNS_TTL`)."""
+    ramp_seconds: float = Field(10.0, ge=0, le=3600, strict=True)
     """A re-admitted region's DNS weight ramps linearly from 0 to full over this (R10)."""
-    request_budget: float = Field(0.5, gt=0, le=30)
+    request_budget: float = Field(0.5, gt=0, le=30, strict=True)
     """Total time a gateway may spend on one request including its one retry (R7)."""
 
     @model_validator(mode="after")
-    def _timeout_below_interval(self) -> Timing:
+    def _timings_fit_together(self) -> Timing:
+        # Messages start with the field's name: the formatter puts "timing." in front.
         if self.probe_timeout > self.probe_interval * 5:
             raise ValueError(
-                f"probe_timeout {self.probe_timeout} s is more than 5x probe_interval "
-                f"{self.probe_interval} s; probes would pile up"
+                f"probe_timeout: got {self.probe_timeout:g} s, expected at most 5 x probe_interval "
+                f"({self.probe_interval:g} s); probes would pile up"
+            )
+        if self.heartbeat_interval >= self.region_timeout:
+            raise ValueError(
+                f"heartbeat_interval: got {self.heartbeat_interval:g} s, expected less than region_timeout "
+                f"({self.region_timeout:g} s): a region not heard for region_timeout is declared dead, so "
+                "healthy regions would be declared dead between heartbeats"
             )
         return self
+
+    @property
+    def detection(self) -> float:
+        """Seconds until a failed gateway is noticed at the latest: ``fall`` probes one
+        ``probe_interval`` apart, the last one waiting ``probe_timeout``."""
+        return self.fall * self.probe_interval + self.probe_timeout
 
 
 class ControlPlane(_Model):
@@ -77,7 +106,7 @@ class ControlPlane(_Model):
     state: Literal["durable", "ephemeral"] = "durable"
     """``durable`` keeps the snapshot in JetStream KV (survives restarts); ``ephemeral``
     keeps it in memory only, a real misconfiguration the negative controls use."""
-    broadcast_delay: float = Field(0.0, ge=0, le=3600)
+    broadcast_delay: float = Field(0.0, ge=0, le=3600, strict=True)
     """Seconds each version broadcast is held back (the calibrated sync delay)."""
 
 
@@ -89,7 +118,7 @@ class Defects(_Model):
     """Regions whose proxy hears broadcasts but never pulls the diff (stale snapshot)."""
     gateway_no_fallback: list[str] = Field(default_factory=list)
     """Regions whose gateway has local fallback disabled (R7 broken)."""
-    gslb_ignore_weights: bool = False
+    gslb_ignore_weights: bool = Field(False, strict=True)
     """The GSLB answers uniformly instead of by weight (R8 broken)."""
 
 
@@ -98,15 +127,15 @@ class Region(_Model):
 
     name: str
     """DNS label, e.g. ``a`` or ``eu-west``."""
-    weight: float = Field(gt=0, le=1000)
+    weight: float = Field(gt=0, le=1000, strict=True)
     """Static global routing weight (R8), relative to the other regions."""
     fallback: str | None = None
     """Region the gateway forwards to when no local instance is ready (R7)."""
-    instances: int = Field(2, ge=1, le=50)
+    instances: int = Field(2, ge=2, le=50, strict=True, description="one instance must be able to fail")
     """App instances in the region (>= 2 so one can fail)."""
-    capacity_rps: float = Field(40.0, gt=0, le=1_000_000)
+    capacity_rps: float = Field(40.0, gt=0, le=1_000_000, strict=True)
     """Declared capacity of each instance, requests/s; above it the app answers 503."""
-    quota: dict[str, int] = Field(default_factory=dict)
+    quota: dict[str, StrictInt] = Field(default_factory=dict)
     """Slow state (R3): resource quotas, reconciled on the full pass only."""
     labels: dict[str, str] = Field(default_factory=dict)
     """Slow state (R3): labels, reconciled on the full pass only."""
@@ -115,7 +144,7 @@ class Region(_Model):
     @classmethod
     def _dns_label(cls, v: str) -> str:
         if not _LABEL.match(v):
-            raise ValueError(f"got {v!r}, expected a DNS label ([a-z][a-z0-9-]*, <= 32 chars)")
+            raise ValueError(f"got {shown(v)}, expected a DNS label ([a-z][a-z0-9-]*, <= 32 chars)")
         return v
 
     @property
@@ -127,11 +156,11 @@ class Region(_Model):
 class Load(_Model):
     """The default offered load for drills."""
 
-    users: int = Field(20, ge=1, le=10_000)
+    users: int = Field(20, ge=1, le=10_000, strict=True)
     """Simulated clients; each resolves the service name and honours the TTL."""
-    rate: float = Field(60.0, gt=0, le=1_000_000)
+    rate: float = Field(60.0, gt=0, le=1_000_000, strict=True)
     """Offered load across all users, requests/s."""
-    margin: float = Field(0.2, ge=0, le=10)
+    margin: float = Field(0.2, ge=0, le=10, strict=True)
     """N-1 headroom margin: capacity(all but r) >= rate * (1 + margin)."""
 
 
@@ -149,7 +178,8 @@ class Topology(_Model):
     control_plane: ControlPlane = Field(default_factory=ControlPlane)
     load: Load = Field(default_factory=Load)
     defects: Defects = Field(default_factory=Defects)
-    regions: list[Region] = Field(min_length=1, max_length=250)
+    regions: list[Region] = Field(min_length=2, max_length=250,
+                                  description="a failover drill needs a region to fail over to")
     contexts: dict[str, str] | None = None
     """kube/kind targets: the kubeconfig context of each cluster, ``{region: context}``
     plus the global tier under the key ``global`` (control plane, GSLB, NATS). Every
@@ -159,14 +189,14 @@ class Topology(_Model):
     @classmethod
     def _zone_name(cls, v: str) -> str:
         if not _ZONE.match(v):
-            raise ValueError(f"got {v!r}, expected a DNS zone name such as 'gameday.test'")
+            raise ValueError(f"got {shown(v)}, expected a DNS zone name such as 'gameday.test'")
         return v
 
     @field_validator("service")
     @classmethod
     def _service_label(cls, v: str) -> str:
         if not _LABEL.match(v):
-            raise ValueError(f"got {v!r}, expected a DNS label")
+            raise ValueError(f"got {shown(v)}, expected a DNS label")
         return v
 
     @model_validator(mode="after")
@@ -175,23 +205,23 @@ class Topology(_Model):
         seen: set[str] = set()
         for i, n in enumerate(names):
             if n in seen:
-                raise ValueError(f"regions[{i}].name: {n!r} is used twice; region names must be unique")
+                raise ValueError(f"regions[{i}].name: {shown(n)} is used twice; region names must be unique")
             seen.add(n)
         for i, r in enumerate(self.regions):
             if r.fallback is not None and r.fallback not in seen:
                 raise ValueError(
-                    f"regions[{i}].fallback: got {r.fallback!r}, expected one of {sorted(seen)}"
+                    f"regions[{i}].fallback: got {shown(r.fallback)}, expected one of {sorted(seen)}"
                 )
             if r.fallback == r.name:
-                raise ValueError(f"regions[{i}].fallback: a region cannot fall back to itself ({r.name!r})")
+                raise ValueError(f"regions[{i}].fallback: a region cannot fall back to itself ({shown(r.name)})")
         for fld in ("proxy_never_refresh", "gateway_no_fallback"):
             for r in getattr(self.defects, fld):
                 if r not in seen:
-                    raise ValueError(f"defects.{fld}: got {r!r}, expected one of {sorted(seen)}")
+                    raise ValueError(f"defects.{fld}: got {shown(r)}, expected one of {sorted(seen)}")
         if self.contexts is not None:
             self._check_contexts(self.contexts, names)
         if self.primary is not None and self.primary not in seen:
-            raise ValueError(f"primary: got {self.primary!r}, expected one of {sorted(seen)}")
+            raise ValueError(f"primary: got {shown(self.primary)}, expected one of {sorted(seen)}")
         return self
 
     @staticmethod
@@ -202,7 +232,7 @@ class Topology(_Model):
         expected = [*names, GLOBAL_CLUSTER]
         unknown = sorted(set(contexts) - set(expected))
         if unknown:
-            raise ValueError(f"contexts: unknown key(s) {unknown}, expected region names or "
+            raise ValueError(f"contexts: unknown key(s) {shown(unknown)}, expected region names or "
                              f"{GLOBAL_CLUSTER!r} ({', '.join(expected)})")
         missing = [n for n in expected if n not in contexts]
         if missing:
@@ -210,7 +240,7 @@ class Topology(_Model):
                              "need a kubeconfig context")
         for key, ctx in contexts.items():
             if not ctx.strip() or len(ctx) > 253:
-                raise ValueError(f"contexts.{key}: got {ctx!r}, expected a kubeconfig context name "
+                raise ValueError(f"contexts.{shown(key, 40)}: got {shown(ctx)}, expected a kubeconfig context name "
                                  "(1..253 characters)")
 
     @property
@@ -247,26 +277,92 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+def _field_at(loc: tuple[int | str, ...]) -> tuple[FieldInfo | None, Any]:
+    """The model field (and the type) a validation error's location points at, if any."""
+    info: FieldInfo | None = None
+    ann: Any = Topology
+    for part in loc:
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and isinstance(part, str):
+            info = ann.model_fields.get(part)
+            if info is None:
+                return None, None
+            ann = info.annotation
+            continue
+        origin, args = get_origin(ann), get_args(ann)
+        if origin in (list, dict) and args:  # an element (list index) or a value (dict key)
+            info, ann = None, args[-1]
+            if get_origin(ann) is Annotated:
+                ann = get_args(ann)[0]
+            continue
+        return None, None
+    return info, ann
+
+
+_NUMERIC_ERRORS = frozenset({
+    "int_type", "int_parsing", "int_from_float", "float_type", "float_parsing", "finite_number", "bool_type",
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal",
+})
+
+
+def _expected_number(loc: tuple[int | str, ...]) -> str | None:
+    """``an integer >= 2 and <= 50 (why)`` for a numeric field, from its declared bounds."""
+    info, ann = _field_at(loc)
+    if ann is bool:
+        return "true or false"
+    if ann not in (int, float):
+        return None
+    what = "an integer" if ann is int else "a finite number"
+    bounds = []
+    for m in info.metadata if info is not None else ():
+        for cls, op, attr in ((Gt, ">", "gt"), (Ge, ">=", "ge"), (Lt, "<", "lt"), (Le, "<=", "le")):
+            if isinstance(m, cls):
+                bounds.append(f"{op} {getattr(m, attr):g}")
+    text = what + (" " + " and ".join(bounds) if bounds else "")
+    if info is not None and info.description:
+        text += f" ({info.description})"
+    return text
+
+
+MAX_ERRORS_SHOWN = 10
+"""Lines of one validation error: a generated file can be wrong in thousands of places."""
+
+
+def _error_line(err: Any) -> str:
+    loc_t = tuple(err["loc"])
+    loc = _loc(loc_t)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    kind = err["type"]
+    if kind == "value_error":
+        # Our validators' messages: "got ..." for the field itself, "<field>: ..." for a
+        # field of the model the validator belongs to (loc is that model's location).
+        if msg.startswith("got "):
+            return f"{loc}: {msg}"
+        return f"{_loc(loc_t) + '.' if loc_t else ''}{msg}"
+    if kind == "extra_forbidden":
+        return f"{loc}: unknown field (check the spelling; see clusters/local.yaml)"
+    if kind == "missing":
+        return f"{loc}: required field is missing"
+    if kind in ("too_short", "too_long"):
+        info, _ = _field_at(loc_t)
+        n = len(err["input"]) if hasattr(err.get("input"), "__len__") else "?"
+        bound = (f"at least {err['ctx']['min_length']}" if kind == "too_short"
+                 else f"at most {err['ctx']['max_length']}")
+        why = f" ({info.description})" if info is not None and info.description else ""
+        return f"{loc}: got {n} item(s), expected {bound}{why}"
+    if kind in _NUMERIC_ERRORS:
+        expected = _expected_number(loc_t)
+        if expected is not None:
+            return f"{loc}: got {shown(err.get('input'))}, expected {expected}"
+    expected = msg.removeprefix("Input should be ").removeprefix("Input should ")
+    return f"{loc}: got {shown(err.get('input'))}, expected {expected}"
+
+
 def format_validation_error(source: str, exc: ValidationError) -> str:
     """Render a pydantic error as ``file: field: got VALUE, expected ...`` lines."""
-    lines = []
-    for err in exc.errors():
-        loc = _loc(tuple(err["loc"]))
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if msg.startswith(("regions[", "primary:", "defects.", "contexts")):
-            lines.append(f"{source}: {msg}")
-            continue
-        if err["type"] == "extra_forbidden":
-            lines.append(f"{source}: {loc}: unknown field (check the spelling; see clusters/local.yaml)")
-            continue
-        if err["type"] == "missing":
-            lines.append(f"{source}: {loc}: required field is missing")
-            continue
-        if msg.startswith("got "):
-            lines.append(f"{source}: {loc}: {msg}")
-        else:
-            expected = msg.removeprefix("Input should be ").removeprefix("Input should ")
-            lines.append(f"{source}: {loc}: got {err.get('input')!r}, expected {expected}")
+    errors = exc.errors()
+    lines = [f"{source}: {_error_line(err)}" for err in errors[:MAX_ERRORS_SHOWN]]
+    if len(errors) > MAX_ERRORS_SHOWN:
+        lines.append(f"{source}: ... and {len(errors) - MAX_ERRORS_SHOWN} more error(s)")
     return "\n".join(lines)
 
 
@@ -288,17 +384,14 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
 def load_topology(path: str | Path | None = None) -> Topology:
     """Load and validate a topology YAML file (the default one if *path* is None).
 
+    The file is read defensively (:mod:`gameday.userinput`): at most 1 MiB of UTF-8, one
+    YAML document without duplicate keys, deep nesting or alias bombs.
+
     Raises:
-        ConfigError: the file is missing, is not YAML, or a field is invalid; the
-            message names the file and the field.
+        ConfigError: the file is missing, a directory, unreadable, too large, not UTF-8,
+            not YAML, or a field is invalid; the message names the file and the line or
+            the field.
     """
     p = Path(path) if path is not None else DEFAULT_TOPOLOGY
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{p}: cannot read topology file ({exc.strerror})", source=str(p)) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}", source=str(p)) from exc
+    data = load_yaml(read_text_file(p, "topology file"), str(p))
     return parse_topology(data, str(p))
