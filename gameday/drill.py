@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import logging
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from gameday.errors import DrillAborted, DrillRefused, FaultError, RestoreIncomplete, TargetUnreachable
 from gameday.faults import CATALOGUE, Ledger, check_fault
@@ -30,6 +33,7 @@ from gameday.observers.observer import Observer
 from gameday.settings import Settings
 from gameday.targets.base import Target
 from gameday.timeline import FaultWindow, NodeObs, Timeline
+from gameday.topology import Topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -122,10 +126,15 @@ class Drill:
                 returning region's weight ramp, for example).
             params: the fault's parameters (see :mod:`gameday.faults.catalogue`).
 
+        With ``--gameday-dry-run`` nothing is injected: the checks below run, the plan
+        (health check, steady state, the fault and its exact inverse) is printed and the
+        test is skipped with the plan as its reason (a dry run passes no verdict).
+
         Raises:
             ConfigError: the fault request is invalid (nothing injected).
             TargetUnreachable: the federation is not healthy (nothing injected).
-            DrillRefused: the regions left would not carry the load (nothing injected).
+            DrillRefused: the regions left would not carry the load, or clients could not
+                move within the switchover limit (nothing injected).
             DrillAborted: a stop condition reverted the fault early.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
@@ -133,8 +142,17 @@ class Drill:
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
-        if parent is not None and len(lost) > len(already_lost):
-            self.check_capacity(*already_lost, str(region), action=f"{kind} {region}")
+        action = f"{kind} {region or ''}".strip()
+        checks: list[str] = []
+        if len(lost) > len(already_lost):
+            # Every drill that takes a region out, N-1 as much as N-2: survivors that cannot
+            # carry the load would only be shown to fail at 100 % errors after the injection.
+            checks.append(self.check_capacity(*lost, action=action))
+            checks.append(self.check_timing(action))
+        if self.settings.dry_run:
+            # (a dry run never gets inside the block, so it is always the outermost fault)
+            self._dry_run(kind, region, dict(params), checks=checks, lost=lost, baseline=baseline,
+                          restore_timeout=restore_timeout)
         ep = self.target.endpoints()
         if parent is None:
             self.target.check_health(timeout=15)
@@ -201,9 +219,15 @@ class Drill:
         """The innermost fault in effect, if any."""
         return self._stack[-1] if self._stack else None
 
-    def check_capacity(self, *out: str, action: str | None = None) -> None:
+    def check_capacity(self, *out: str, action: str | None = None) -> str:
         """Refuse, before anything is injected, a drill that takes the regions *out* away
-        when the rest could not carry the offered load with the margin (N-2 and beyond).
+        when the rest could not carry the offered load with the margin (N-1, N-2, ...).
+
+        :meth:`fault` calls it for every fault that takes a region out; call it yourself to
+        refuse a multi-fault drill before its first fault.
+
+        Returns:
+            The arithmetic that passed, for the dry-run plan.
 
         Raises:
             DrillRefused: with the capacity arithmetic in the message.
@@ -211,12 +235,81 @@ class Drill:
         rest = [r for r in self._regions if r.name not in out]
         need = self.offered * (1 + self.margin)
         have = sum(r.capacity for r in rest)
+        arithmetic = (f"{', '.join(r.name for r in rest) or 'no region'} would have "
+                      + (" + ".join(f"{r.capacity:g}" for r in rest) or "0") + f" = {have:g} req/s for "
+                      f"{self.offered:g} req/s x (1 + {self.margin:g}) = {need:g} req/s")
         if have < need:
+            raise DrillRefused(f"refusing {action or 'the drill'}: with {', '.join(out)} out, {arithmetic}; "
+                               "nothing was injected")
+        return f"capacity with {', '.join(out)} out: {arithmetic}"
+
+    def check_timing(self, action: str | None = None) -> str:
+        """Refuse a drill whose clients could not have moved within the switchover limit.
+
+        Clients honour the DNS TTL, so none can leave the failed region before the failure
+        is detected (``fall`` probes) and their cached answer expires. The topology caps
+        the TTL (``timing.dns_ttl``); the limit can be lowered per run, so this is checked
+        here, against the configured ``--gameday-switchover-limit``.
+
+        Returns:
+            The arithmetic that passed, for the dry-run plan.
+
+        Raises:
+            DrillRefused: with the arithmetic and what to change.
+        """
+        topo = getattr(self.target, "topology", None)  # not part of the Target protocol
+        t = topo.timing if isinstance(topo, Topology) else None
+        detection = t.detection if t is not None else 0.0
+        need = detection + self.dns_ttl
+        how = (f"detection {t.fall} x {t.probe_interval:g} s + {t.probe_timeout:g} s probe timeout = {detection:g} s"
+               if t is not None else "detection (unknown) 0 s")
+        limit = self.slo.switchover_limit
+        arithmetic = f"{how} + DNS TTL {self.dns_ttl:g} s = {need:g} s"
+        if need > limit:
             raise DrillRefused(
-                f"refusing {action or 'the drill'}: with {', '.join(out)} out, "
-                f"{', '.join(r.name for r in rest) or 'no region'} would have "
-                + (" + ".join(f"{r.capacity:g}" for r in rest) or "0") + f" = {have:g} req/s for "
-                f"{self.offered:g} req/s x (1 + {self.margin:g}) = {need:g} req/s; nothing was injected")
+                f"refusing {action or 'the drill'}: clients honour the DNS TTL, so they cannot all have moved "
+                f"before {arithmetic}, above the switchover limit {limit:g} s (--gameday-switchover-limit); lower "
+                "timing.dns_ttl or raise the limit; nothing was injected")
+        return f"clients can move within the switchover limit: {arithmetic} <= {limit:g} s"
+
+    def _dry_run(self, kind: str, region: str | None, params: dict[str, Any], *, checks: list[str],
+                 lost: tuple[str, ...], baseline: float, restore_timeout: float) -> None:
+        """Print the drill's plan and skip the test: nothing is injected, nothing recorded.
+
+        Raises:
+            pytest.skip.Exception: always, with the plan as the reason.
+            DrillRefused: the target cannot plan without acting (it would inject for real).
+        """
+        action = f"{kind} {region or ''}".strip()
+        plan_fault = getattr(self.target, "plan_fault", None)  # optional: (inject, revert) as words
+        if callable(plan_fault):
+            inject, revert = plan_fault(kind, region, params)
+        elif getattr(self.target, "dry_run", False) is True:
+            # kind/kube in dry-run print and record every API call and make none.
+            self.target.inject(kind, region, dict(params))
+            self.target.revert(kind, region, dict(params))
+            inject = revert = "the API calls printed above as 'gameday dry-run: ...'"
+        else:
+            raise DrillRefused(f"refusing {action}: --gameday-dry-run, but the {self.target.name} target cannot "
+                               "plan a fault without injecting it; nothing was injected")
+        self.target.check_health(timeout=15)  # read-only: a dry run says whether the drill could start
+        regions = ", ".join(self.region_names)
+        ep = self.target.endpoints()
+        nodes = sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
+        plan = [f"dry run of {action} (seed {self.settings.seed}, round {self.round + 1}): nothing was injected",
+                *(f"  passed: {c}" for c in checks),
+                "  passed: the federation is healthy",
+                f"  1. steady state for {baseline:g} s: {', '.join(nodes)} route to {regions}; "
+                "the control plane answers",
+                f"  2. record the fault in the ledger {self.ledger.path}",
+                f"  3. inject {action}: {inject}",
+                "  4. observe (the test's with-block)",
+                f"  5. revert (the exact inverse): {revert}; remove the ledger entry",
+                f"  6. wait up to {restore_timeout:g} s until every entry node routes to {regions} again"]
+        for line in plan:
+            log.info("%s", line)
+            print(f"gameday dry-run: {line}", file=sys.stderr)
+        pytest.skip("\n".join(plan))
 
     def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, *, nodes: tuple[str, ...],
                       lost: tuple[str, ...], timeout: float = 20.0) -> None:

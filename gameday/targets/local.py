@@ -21,6 +21,29 @@ INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
 
 
+_FAULT_PLAN: dict[str, tuple[str, str]] = {
+    # kind: (what inject does, what revert does) - the dry-run plan; keep it beside inject/revert.
+    "gateway_down": ("stop {gateway} (SIGTERM)", "start {gateway} again on the same address and port"),
+    "gateway_hung": ("freeze {gateway} (SIGSTOP)", "resume {gateway} (SIGCONT)"),
+    "region_blackhole": ("freeze every process of region {region} (SIGSTOP): {components}",
+                         "resume them (SIGCONT): {components}"),
+    "control_plane_down": ("kill controlplane (SIGKILL)", "start controlplane again"),
+    "bus_down": ("kill nats (SIGKILL; its JetStream state on disk survives)", "start nats again"),
+    "sync_delay": ("hold each control-plane broadcast back {seconds} s (the current delay is recorded)",
+                   "set the recorded broadcast delay again"),
+    "probe_flap": ("make {gateway}'s /readyz fail {down} s out of every {period} s", "make {gateway}'s /readyz pass"),
+    "gateway_blip": ("make {gateway}'s /readyz fail once for {seconds} s", "make {gateway}'s /readyz pass"),
+    "gateway_unready": ("make {gateway}'s /readyz fail", "make {gateway}'s /readyz pass"),
+    "instances_unready": ("make /readyz fail on {apps}", "make /readyz pass on {apps}"),
+    "instances_hung": ("freeze {apps} (SIGSTOP)", "resume {apps} (SIGCONT)"),
+    "proxy_cut_off": ("make proxy-{region} drop every version broadcast", "let proxy-{region} hear broadcasts again"),
+    "region_labels": ("replace agent-{region}'s labels with {labels} (the old ones are recorded)",
+                      "put agent-{region}'s recorded labels back and run the full reconciliation pass"),
+}
+_PLAN_DEFAULTS: dict[str, Any] = {"period": 1.0, "down": 0.3, "seconds": 0.0, "labels": {}}
+"""The parameter defaults :meth:`LocalTarget.inject` uses."""
+
+
 class LocalTarget:
     """A :class:`~gameday.targets.base.Target` backed by :class:`LocalFederation`."""
 
@@ -87,6 +110,25 @@ class LocalTarget:
             raise TargetUnreachable(f"local federation is not healthy, nothing was injected: {exc}") from exc
 
     # -- faults --------------------------------------------------------------------------------
+    def plan_fault(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[str, str]:
+        """What :meth:`inject` and :meth:`revert` would do, in words, doing nothing (dry run).
+
+        Returns:
+            ``(injection, its exact inverse)``, naming the processes concerned.
+
+        Raises:
+            ConfigError: *kind* is not a fault this target knows.
+        """
+        if kind not in _FAULT_PLAN:
+            raise ConfigError(f"local target: unknown fault {kind!r}")
+        r = str(region)
+        words = {"region": r, "gateway": f"gateway-{r}", **_PLAN_DEFAULTS, **params}
+        if region is not None:
+            words["components"] = ", ".join(self.fed.region_components(r))
+            words["apps"] = ", ".join(self._apps(r))
+        inject, revert = _FAULT_PLAN[kind]
+        return inject.format_map(words), revert.format_map(words)
+
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         f = self.fed
         if kind == "gateway_down":
