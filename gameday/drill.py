@@ -309,7 +309,10 @@ class Drill:
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)
-        pytest.skip("\n".join(plan))
+        # Reported at the test's location, as a skip marker is, not at this line: the
+        # user's test is what was skipped. (_use_item_location: pytest >= 6.2, what
+        # pytest's own skip marks use.)
+        raise pytest.skip.Exception("\n".join(plan), _use_item_location=True)
 
     def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, *, nodes: tuple[str, ...],
                       lost: tuple[str, ...], timeout: float = 20.0) -> None:

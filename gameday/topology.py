@@ -240,7 +240,7 @@ class Topology(_Model):
                              "need a kubeconfig context")
         for key, ctx in contexts.items():
             if not ctx.strip() or len(ctx) > 253:
-                raise ValueError(f"contexts.{shown(key, 40)}: got {shown(ctx)}, expected a kubeconfig context name "
+                raise ValueError(f"contexts.{key}: got {shown(ctx)}, expected a kubeconfig context name "
                                  "(1..253 characters)")
 
     @property

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import fnmatch
+import os
+
 import pytest
+
+from gameday import settings
 
 pytestmark = pytest.mark.usefixtures("no_locust_ini")
 
@@ -54,22 +60,122 @@ def test_cli_beats_ini_beats_environment(pytester: pytest.Pytester, monkeypatch:
     ("args", "message"),
     [
         (["--gameday-target=docker"],
-         "*--gameday-target (command line): got 'docker', expected one of local, kind, kube*"),
-        (["--gameday-error-ratio=2"], "*--gameday-error-ratio (command line): got '2', must be between 0 and 1*"),
-        (["--gameday-rounds=0"], "*--gameday-rounds (command line): got '0', must be >= 1*"),
-        (["--gameday-seed=abc"], "*--gameday-seed (command line): got 'abc'*"),
-        (["--gameday-topology=missing.yaml"], "*--gameday-topology: missing.yaml does not exist*"),
+         "--gameday-target (command line): got 'docker', expected one of local, kind, kube"),
+        (["--gameday-error-ratio=2"],
+         "--gameday-error-ratio (command line): got '2', expected a finite number >= 0 and <= 1"),
+        (["--gameday-rounds=0"], "--gameday-rounds (command line): got '0', expected an integer >= 1 and <= 1000"),
+        (["--gameday-seed=abc"],
+         "--gameday-seed (command line): got 'abc', expected an integer >= 0 and <= 2**63 - 1"),
+        (["--gameday-seed="], "--gameday-seed (command line): empty value, expected an integer >= 0 and <= 2**63 - 1; "
+                              "leave the option out to use the default"),
+        (["--gameday-seed=1.5"], "--gameday-seed (command line): got '1.5', expected an integer >= 0*"),
+        (["--gameday-rate=inf"],
+         "--gameday-rate (command line): got 'inf', expected a finite number > 0 and <= 100000"),
+        (["--gameday-rate=nan"],
+         "--gameday-rate (command line): got 'nan', expected a finite number > 0 and <= 100000"),
+        (["--gameday-rate=1e9"],
+         "--gameday-rate (command line): got '1e9', expected a finite number > 0 and <= 100000"),
+        (["--gameday-users=10001"],
+         "--gameday-users (command line): got '10001', expected an integer >= 1 and <= 10000"),
+        (["--gameday-switchover-limit=0"],
+         "--gameday-switchover-limit (command line): got '0', expected a finite number > 0 and <= 3600"),
+        (["--gameday-rounds=" + "9" * 5000],
+         "--gameday-rounds (command line): got '999*...*999', expected an integer >= 1 and <= 1000"),
+        (["--gameday-topology=missing.yaml"],
+         "--gameday-topology (command line): got 'missing.yaml', expected an existing topology YAML file: "
+         "missing.yaml does not exist"),
+        (["--gameday-reports=/dev/null"],
+         "--gameday-reports (command line): got '/dev/null', expected a directory gameday can write to (created if "
+         "missing): /dev/null is not a directory"),
+        (["--gameday-reports=/dev/null/sub"], "--gameday-reports (command line): got '/dev/null/sub', *: "
+         "/dev/null/sub cannot be created: /dev/null is not a directory"),
+        (["--gameday-allow-context=kind-*,"], "--gameday-allow-context (command line): got 'kind-*,', expected "
+         "kubeconfig context globs, comma-separated, without empty ones"),
     ],
 )
-def test_bad_options_give_one_clear_error_and_inject_nothing(
+def test_bad_options_give_one_clear_error_and_touch_nothing(
     pytester: pytest.Pytester, args: list[str], message: str
 ) -> None:
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
-    result = pytester.runpytest(*args)
+    result = pytester.runpytest_subprocess(*args)
+    _one_usage_error(pytester, result, message)
+
+
+def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, message: str) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: gameday: {message.lstrip('*')}"])
-    assert not (pytester.path / "reports" / ".gameday" / "ledger.json").exists()
-    assert not (pytester.path / "reports" / ".gameday" / "federations").exists()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+    assert len(errors[0]) < 300, errors[0]
+    result.stderr.fnmatch_lines([f"ERROR: gameday: {message.replace('[', '[[]')}"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "reports").exists(), "a refused option must create nothing"
+
+
+def test_a_file_as_reports_directory_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
+    (pytester.path / "reports").write_text("not a directory")
+    result = pytester.runpytest_subprocess("--gameday-reports=reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: gameday: --gameday-reports (command line): got 'reports', *: reports is "
+                                 "not a directory"])
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere: no unwritable directory to try")
+def test_an_unwritable_reports_directory_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
+    locked = pytester.path / "locked"
+    locked.mkdir(mode=0o500)
+    result = pytester.runpytest_subprocess(f"--gameday-reports={locked}/reports")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: gameday: --gameday-reports (command line): *: {locked} is not writable"])
+
+
+@pytest.mark.parametrize(("ini", "env", "message"), [
+    ("gameday_seed =", {}, "--gameday-seed (ini gameday_seed): empty value, expected an integer >= 0*"),
+    ("", {"GAMEDAY_RATE": ""}, "--gameday-rate (environment GAMEDAY_RATE): empty value, expected a finite number*"),
+    ("", {"GAMEDAY_RATE": "inf"}, "--gameday-rate (environment GAMEDAY_RATE): got 'inf', expected a finite number*"),
+    ("gameday_dry_run = maybe", {}, "--gameday-dry-run (ini gameday_dry_run): got 'maybe', expected true or false*"),
+    ("gameday_rounds = 0", {}, "--gameday-rounds (ini gameday_rounds): got '0', expected an integer >= 1*"),
+])
+def test_ini_and_environment_follow_the_same_rules(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ini: str, env: dict[str, str], message: str
+) -> None:
+    pytester.makeini(f"[pytest]\naddopts = -p no:locust -p no:cacheprovider\n{ini}\n")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
+    _one_usage_error(pytester, pytester.runpytest_subprocess(), message)
+
+
+@pytest.mark.parametrize(("name", "raw", "message"), [
+    ("rounds", "0", "got '0', expected an integer >= 1 and <= 1000"),
+    ("seed", "", "empty value, expected an integer >= 0 and <= 2**63 - 1*"),
+    ("seed", "abc", "got 'abc', expected an integer >= 0 and <= 2**63 - 1"),
+    ("topology", ".", "got '.', expected an existing topology YAML file: . is a directory"),
+    ("reports", "/dev/null", "got '/dev/null', expected a directory gameday can write to*"),
+])
+def test_the_cli_validators_are_the_option_validators(name: str, raw: str, message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # `gameday drill --rounds 0` must be refused exactly like `--gameday-rounds=0`.
+    parser = argparse.ArgumentParser(prog="gameday drill")
+    parser.add_argument(f"--{name}", type=settings.cli_type(name))
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args([f"--{name}={raw}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert fnmatch.fnmatch(err, f"gameday drill: error: argument --{name}: {message}".replace("[", "[[]")), err
+
+
+def test_the_cli_validators_return_the_parsed_value() -> None:
+    assert settings.cli_type("rounds")("3") == 3
+    assert settings.cli_type("seed")(" 7 ") == 7
+    assert settings.cli_type("rate")("12.5") == 12.5
+
+
+def test_dry_run_is_a_string_ini_parsed_by_our_rules(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\naddopts = -p no:locust -p no:cacheprovider\ngameday_dry_run = yes\n")
+    pytester.makepyfile("def test_x(gameday_settings): assert gameday_settings.dry_run is True")
+    pytester.runpytest().assert_outcomes(passed=1)
 
 
 def test_bad_topology_names_file_and_field_and_starts_nothing(pytester: pytest.Pytester) -> None:
@@ -78,14 +184,16 @@ def test_bad_topology_names_file_and_field_and_starts_nothing(pytester: pytest.P
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
     result = pytester.runpytest(f"--gameday-topology={bad}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: gameday: {bad}: regions?1?.weight: got -5, expected greater than 0*"])
+    result.stderr.fnmatch_lines([f"ERROR: gameday: {bad}: regions?1?.weight: got -5, expected a finite number > 0 "
+                                 "and <= 1000"])
     assert not (pytester.path / "reports" / ".gameday" / "federations").exists()
 
 
 def test_an_ini_value_error_names_the_ini_key(pytester: pytest.Pytester) -> None:
     pytester.makeini("[pytest]\naddopts = -p no:locust\ngameday_utilisation_limit = lots\n")
     result = pytester.runpytest()
-    result.stderr.fnmatch_lines(["*--gameday-utilisation-limit (ini gameday_utilisation_limit): got 'lots'*"])
+    result.stderr.fnmatch_lines(["*--gameday-utilisation-limit (ini gameday_utilisation_limit): got 'lots', "
+                                 "expected a finite number > 0 and <= 1"])
 
 
 def test_locust_plugin_is_off_and_its_session_fixture_and_h_option_do_not_clash(
