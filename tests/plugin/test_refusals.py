@@ -1,18 +1,31 @@
 """Drills that must not run are refused before anything is injected; a dry run injects nothing.
 
-Each test starts one real local federation (the refusals need its regions, the dry run
-its health check), so there are few of them: one session holds several cases.
+The slow tests start one real local federation each (the refusals need its regions, the
+dry run its health check), so there are few of them: one session holds several cases.
+The others plan offline: a local target that is never started, a kube target in dry-run
+whose client factory fails the test if it is ever called.
 """
 
 from __future__ import annotations
 
+import io
+import re
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
+from gameday.drill import Drill
+from gameday.errors import DrillRefused
+from gameday.faults import Ledger
+from gameday.faults.catalogue import CATALOGUE
+from gameday.settings import SLO, Settings
+from gameday.targets import k8s_files
+from gameday.targets.kube import KubeTarget
+from gameday.targets.local import LocalTarget
+from gameday.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
@@ -21,6 +34,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 # refusal or the dry run let anything through, the test fails on that call.
 NEVER_INJECT = """
 import pytest
+from gameday.drill import Drill
 from gameday.errors import DrillRefused
 
 @pytest.fixture
@@ -40,6 +54,7 @@ def _topology(pytester: pytest.Pytester, **changes: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_n_minus_1_and_ttl_refusals_come_before_anything_is_injected(pytester: pytest.Pytester) -> None:
     # a carries 2 x 40, b and c 2 x 15: without a, 60 req/s remain for 60 x 1.2 = 72.
     regions = [{"name": "a", "weight": 50, "fallback": "b", "instances": 2, "capacity_rps": 40},
@@ -72,6 +87,7 @@ def test_ttl_longer_than_the_switchover_limit(drill, never_inject):
     assert not (pytester.path / "reports" / ".gameday" / "ledger.json").exists()
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_plan_skips_and_injects_nothing(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
     shutil.copy(REPO / "suites" / "gameday" / "test_gateway_outage.py", pytester.path)
@@ -102,3 +118,50 @@ def test_blackhole_plan_then_the_federation_is_untouched(drill, never_inject):
         "  6. wait up to 60 s until every entry node routes to a, b, c again",
     ])
     assert not (pytester.path / "reports" / ".gameday" / "ledger.json").exists()
+
+
+PARAMS: dict[str, dict[str, Any]] = {
+    "sync_delay": {"seconds": 2.0}, "gateway_blip": {"seconds": 0.5}, "probe_flap": {"period": 1.0, "down": 0.3},
+    "region_labels": {"labels": {"x": "y"}},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CATALOGUE))
+def test_the_local_target_plans_every_fault_and_its_inverse_without_starting(kind: str, tmp_path: Path) -> None:
+    target = LocalTarget(load_topology(), tmp_path / "fed")  # planned, never started
+    region = "b" if CATALOGUE[kind].needs_region else None
+    inject, revert = target.plan_fault(kind, region, dict(PARAMS.get(kind, {})))
+    assert inject and revert and inject != revert
+    assert not re.search(r"\{[a-z_]+\}", inject + revert), "every placeholder is filled"
+    if region is not None:
+        assert "b" in inject and "b" in revert
+    assert not (tmp_path / "fed" / "state.json").exists(), "planning starts nothing"
+
+
+def _no_client(context: str) -> Any:
+    raise AssertionError(f"the dry run tried to open an API client for {context!r}")
+
+
+def test_a_kube_dry_run_drill_prints_its_api_calls_and_skips(tmp_path: Path) -> None:
+    out = io.StringIO()
+    target = KubeTarget(load_topology(k8s_files.KIND_TOPOLOGY), tmp_path, allow=["kind-gd-*"], dry_run=True,
+                        client_factory=_no_client, out=out)
+    target.up()
+    drill = Drill(target, Settings(seed=1, dry_run=True), seed_key="t", ledger=Ledger(tmp_path / "ledger.json"),
+                  offered=60, margin=0.2)
+    with pytest.raises(pytest.skip.Exception) as skipped, drill.fault("gateway_down", "a"):
+        raise AssertionError("the block must not run")
+    assert "inject gateway_down a: the API calls printed above" in skipped.value.msg
+    printed = out.getvalue()
+    assert "gameday dry-run: scale Deployment gameday/gateway to 0 [a]" in printed
+    assert "gameday dry-run: scale Deployment gameday/gateway to " in printed.split("to 0 [a]", 1)[1]  # the revert
+    assert not (tmp_path / "ledger.json").exists()
+
+
+def test_a_lowered_switchover_limit_refuses_a_long_ttl_offline(tmp_path: Path) -> None:
+    target = LocalTarget(load_topology(), tmp_path / "fed")  # never started: refused before it is touched
+    drill = Drill(target, Settings(slo=SLO(switchover_limit=3)), seed_key="t",
+                  ledger=Ledger(tmp_path / "ledger.json"), offered=60, margin=0.2)
+    with pytest.raises(DrillRefused, match=r"= 5.75 s, above the switchover limit 3 s .*nothing was injected"), \
+            drill.fault("gateway_down", "a"):
+        raise AssertionError("the block must not run")
