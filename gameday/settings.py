@@ -4,6 +4,11 @@ Precedence: command line, then ``[tool.pytest.ini_options]`` (or pytest.ini), th
 environment (``GAMEDAY_*``), then the default. Option defaults are ``None`` so that
 "not set" is visible; :func:`resolve` fills in defaults and validates, raising
 :class:`ConfigError` whose message names the option, the value and what is valid.
+
+Every option has one validator (:data:`OPTIONS`), whatever the source: numbers are
+finite and within a stated range, an empty value is an error (not "the default"), paths
+are checked for what they must be. The ``gameday`` CLI uses the same validators through
+:func:`cli_type`, so ``gameday drill --rounds 0`` and ``--gameday-rounds=0`` agree.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """The federation topology: what regions exist, their weights, capacities and timings.
 
-A topology is a YAML file (``clusters/local.yaml`` is the default). It is validated
-into frozen pydantic models; every error names the file, the field, the value and
-what was expected, e.g.::
+A topology is a YAML file (``clusters/local.yaml`` is the default), read defensively
+(:mod:`gameday.userinput`: bounded size, UTF-8, one document, no duplicate keys, no
+alias bombs) and validated into frozen pydantic models. Numbers are strict (``true`` is
+not 1) and finite; a topology has at least 2 regions of at least 2 instances, a
+heartbeat faster than the region timeout and a DNS TTL of at most :data:`MAX_DNS_TTL`.
+Every error names the file, the field, the value (shortened) and what was expected::
 
-    clusters/bad.yaml: regions[1].weight: got -5, expected a number > 0
+    clusters/bad.yaml: regions[1].weight: got -5, expected a finite number > 0 and <= 1000
 
 Units are in the field names' docstrings: seconds for times, requests/s for rates.
 """

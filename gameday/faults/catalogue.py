@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gameday.errors import ConfigError
+from gameday.userinput import shown
 
 
 @dataclass(frozen=True)
@@ -83,15 +84,15 @@ def check_fault(kind: str, region: str | None, params: dict[str, object], region
     """
     fk = CATALOGUE.get(kind)
     if fk is None:
-        raise ConfigError(f"fault {kind!r}: unknown; expected one of {', '.join(sorted(CATALOGUE))}")
+        raise ConfigError(f"fault {shown(kind)}: unknown; expected one of {', '.join(sorted(CATALOGUE))}")
     if fk.needs_region and region is None:
-        raise ConfigError(f"fault {kind!r} needs a region (one of {', '.join(regions)})")
+        raise ConfigError(f"fault {shown(kind)} needs a region (one of {', '.join(regions)})")
     if not fk.needs_region and region is not None:
-        raise ConfigError(f"fault {kind!r} takes no region, got {region!r}")
+        raise ConfigError(f"fault {shown(kind)} takes no region, got {shown(region)}")
     if region is not None and region not in regions:
-        raise ConfigError(f"fault {kind!r}: region {region!r} not in the topology ({', '.join(regions)})")
+        raise ConfigError(f"fault {shown(kind)}: region {shown(region)} not in the topology ({', '.join(regions)})")
     unknown = set(params) - set(fk.params)
     if unknown:
-        raise ConfigError(f"fault {kind!r}: unknown parameter(s) {sorted(unknown)}; "
+        raise ConfigError(f"fault {shown(kind)}: unknown parameter(s) {shown(sorted(unknown))}; "
                           f"expected {list(fk.params)}")
     return fk
