@@ -371,9 +371,11 @@ def format_validation_error(source: str, exc: ValidationError) -> str:
 
 def parse_topology(data: Any, source: str = "<topology>") -> Topology:
     """Validate already-parsed YAML/JSON data; raise :class:`ConfigError` naming *source*."""
+    if data is None:
+        raise ConfigError(f"{source}: is empty, expected a topology (see clusters/local.yaml)", source=source)
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{source}: expected a mapping at the top level, got {type(data).__name__}", source=source
+            f"{source}: expected a mapping at the top level, got {type(data).__name__} {shown(data)}", source=source
         )
     try:
         return Topology.model_validate(data)

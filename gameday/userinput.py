@@ -207,10 +207,12 @@ def _check_expansion(root: Node, name: str) -> None:
                 stack.append((k, False))
 
 
-def _yaml_message(exc: yaml.YAMLError) -> str:
+def _yaml_message(exc: yaml.YAMLError, text: str) -> str:
     if isinstance(exc, yaml.reader.ReaderError):
-        return (f"character #x{exc.character if isinstance(exc.character, int) else 0:04x} at character "
-                f"position {exc.position} is not allowed in YAML ({exc.reason})")
+        code = exc.character if isinstance(exc.character, int) else 0
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return f"line {line}, column {column}: control character #x{code:04x} is not allowed in YAML"
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -229,7 +231,7 @@ def load_yaml(text: str, name: str) -> Any:
     try:
         loader = _BoundedLoader(text, name)
     except yaml.YAMLError as exc:  # the reader checks every character up front
-        raise ConfigError(f"{name}: not valid YAML: {_yaml_message(exc)}", source=name) from exc
+        raise ConfigError(f"{name}: not valid YAML: {_yaml_message(exc, text)}", source=name) from exc
     try:
         node = loader.get_single_node()
         if node is None:
@@ -237,7 +239,7 @@ def load_yaml(text: str, name: str) -> Any:
         _check_expansion(node, name)
         return loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{name}: not valid YAML: {_yaml_message(exc)}", source=name) from exc
+        raise ConfigError(f"{name}: not valid YAML: {_yaml_message(exc, text)}", source=name) from exc
     finally:
         loader.dispose()
 

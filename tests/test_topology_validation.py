@@ -50,6 +50,12 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
                       "*:20: duplicate key 'dns_ttl' (first at line 19); expected each key once*"),
     "too_large": (lambda: BASE.encode() + b"#" * MAX_FILE_BYTES,
                   f"*: * bytes, expected a topology file of at most {MAX_FILE_BYTES} bytes"),
+    "empty": (lambda: b"# nothing here\n", "*: is empty, expected a topology (see clusters/local.yaml)"),
+    "a_list": (lambda: b"- a\n- b\n", "*: expected a mapping at the top level, got list ['a', 'b']"),
+    "control_character": (lambda: _edit("name: local", "name: lo\x07cal"),
+                          "*: not valid YAML: line 6, column 9: control character #x0007 is not allowed in YAML"),
+    "two_documents": (lambda: BASE.encode() + b"---\nname: again\n", "*: not valid YAML: line 51, column 1: "
+                      "but found another document (expected a single document in the stream)"),
     "not_yaml": (lambda: b"regions: [a, b\n", "*: not valid YAML: line 2, column 1: expected ',' or ']'*"),
     "bool_as_int": (lambda: _edit("instances: 2", "instances: true"),
                     "*: regions[0].instances: got True, expected an integer >= 2 and <= 50*"),
