@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from gameday import preflight
 from gameday.errors import DrillAborted, DrillRefused, FaultError, RestoreIncomplete, TargetUnreachable
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
@@ -147,6 +148,8 @@ class Drill:
         if len(lost) > len(already_lost):
             # Every drill that takes a region out, N-1 as much as N-2: survivors that cannot
             # carry the load would only be shown to fail at 100 % errors after the injection.
+            # Only the regions this drill takes out: N-1 over *every* region stays a verdict
+            # (assert_headroom's static part), so that it can still be shown to fail.
             checks.append(self.check_capacity(*lost, action=action))
             checks.append(self.check_timing(action))
         if self.settings.dry_run:
@@ -232,45 +235,18 @@ class Drill:
         Raises:
             DrillRefused: with the capacity arithmetic in the message.
         """
-        rest = [r for r in self._regions if r.name not in out]
-        need = self.offered * (1 + self.margin)
-        have = sum(r.capacity for r in rest)
-        arithmetic = (f"{', '.join(r.name for r in rest) or 'no region'} would have "
-                      + (" + ".join(f"{r.capacity:g}" for r in rest) or "0") + f" = {have:g} req/s for "
-                      f"{self.offered:g} req/s x (1 + {self.margin:g}) = {need:g} req/s")
-        if have < need:
-            raise DrillRefused(f"refusing {action or 'the drill'}: with {', '.join(out)} out, {arithmetic}; "
-                               "nothing was injected")
-        return f"capacity with {', '.join(out)} out: {arithmetic}"
+        return preflight.check_capacity(self._regions, out, offered=self.offered, margin=self.margin, action=action)
 
     def check_timing(self, action: str | None = None) -> str:
-        """Refuse a drill whose clients could not have moved within the switchover limit.
-
-        Clients honour the DNS TTL, so none can leave the failed region before the failure
-        is detected (``fall`` probes) and their cached answer expires. The topology caps
-        the TTL (``timing.dns_ttl``); the limit can be lowered per run, so this is checked
-        here, against the configured ``--gameday-switchover-limit``.
-
-        Returns:
-            The arithmetic that passed, for the dry-run plan.
+        """Refuse a drill whose clients could not have moved within the switchover limit
+        (detection + DNS TTL > ``--gameday-switchover-limit``); see :mod:`gameday.preflight`.
 
         Raises:
             DrillRefused: with the arithmetic and what to change.
         """
         topo = getattr(self.target, "topology", None)  # not part of the Target protocol
-        t = topo.timing if isinstance(topo, Topology) else None
-        detection = t.detection if t is not None else 0.0
-        need = detection + self.dns_ttl
-        how = (f"detection {t.fall} x {t.probe_interval:g} s + {t.probe_timeout:g} s probe timeout = {detection:g} s"
-               if t is not None else "detection (unknown) 0 s")
-        limit = self.slo.switchover_limit
-        arithmetic = f"{how} + DNS TTL {self.dns_ttl:g} s = {need:g} s"
-        if need > limit:
-            raise DrillRefused(
-                f"refusing {action or 'the drill'}: clients honour the DNS TTL, so they cannot all have moved "
-                f"before {arithmetic}, above the switchover limit {limit:g} s (--gameday-switchover-limit); lower "
-                "timing.dns_ttl or raise the limit; nothing was injected")
-        return f"clients can move within the switchover limit: {arithmetic} <= {limit:g} s"
+        timing = topo.timing if isinstance(topo, Topology) else None
+        return preflight.check_clients_can_move(timing, self.dns_ttl, self.slo.switchover_limit, action=action)
 
     def _dry_run(self, kind: str, region: str | None, params: dict[str, Any], *, checks: list[str],
                  lost: tuple[str, ...], baseline: float, restore_timeout: float) -> None:
@@ -293,19 +269,12 @@ class Drill:
             raise DrillRefused(f"refusing {action}: --gameday-dry-run, but the {self.target.name} target cannot "
                                "plan a fault without injecting it; nothing was injected")
         self.target.check_health(timeout=15)  # read-only: a dry run says whether the drill could start
-        regions = ", ".join(self.region_names)
         ep = self.target.endpoints()
-        nodes = sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
-        plan = [f"dry run of {action} (seed {self.settings.seed}, round {self.round + 1}): nothing was injected",
-                *(f"  passed: {c}" for c in checks),
-                "  passed: the federation is healthy",
-                f"  1. steady state for {baseline:g} s: {', '.join(nodes)} route to {regions}; "
-                "the control plane answers",
-                f"  2. record the fault in the ledger {self.ledger.path}",
-                f"  3. inject {action}: {inject}",
-                "  4. observe (the test's with-block)",
-                f"  5. revert (the exact inverse): {revert}; remove the ledger entry",
-                f"  6. wait up to {restore_timeout:g} s until every entry node routes to {regions} again"]
+        plan = preflight.dry_run_plan(
+            action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
+            nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
+            baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
+            restore_timeout=restore_timeout)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)

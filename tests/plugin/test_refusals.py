@@ -17,12 +17,14 @@ from typing import Any
 import pytest
 import yaml
 
+from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import DrillRefused
 from gameday.faults import Ledger
 from gameday.faults.catalogue import CATALOGUE
 from gameday.settings import SLO, Settings
 from gameday.targets import k8s_files
+from gameday.targets.base import RegionInfo
 from gameday.targets.kube import KubeTarget
 from gameday.targets.local import LocalTarget
 from gameday.topology import load_topology
@@ -34,6 +36,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 # refusal or the dry run let anything through, the test fails on that call.
 NEVER_INJECT = """
 import pytest
+from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import DrillRefused
 
@@ -165,3 +168,27 @@ def test_a_lowered_switchover_limit_refuses_a_long_ttl_offline(tmp_path: Path) -
     with pytest.raises(DrillRefused, match=r"= 5.75 s, above the switchover limit 3 s .*nothing was injected"), \
             drill.fault("gateway_down", "a"):
         raise AssertionError("the block must not run")
+
+
+# -- the pure checks (gameday.preflight) -------------------------------------------------------------
+REGIONS = [RegionInfo("a", 50, 80, ""), RegionInfo("b", 30, 30, ""), RegionInfo("c", 20, 30, "")]
+
+
+def test_capacity_is_checked_for_the_regions_the_drill_takes_out() -> None:
+    assert preflight.check_capacity(REGIONS, ["c"], offered=60, margin=0.2) == (
+        "capacity with c out: a, b would have 80 + 30 = 110 req/s for 60 req/s x (1 + 0.2) = 72 req/s")
+    with pytest.raises(DrillRefused) as err:
+        preflight.check_capacity(REGIONS, ["a"], offered=60, margin=0.2, action="gateway_down a")
+    assert str(err.value) == ("refusing gateway_down a: with a out, b, c would have 30 + 30 = 60 req/s for 60 req/s "
+                              "x (1 + 0.2) = 72 req/s; nothing was injected")
+    with pytest.raises(DrillRefused, match="with a, b out, c would have 30 = 30 req/s"):
+        preflight.check_capacity(REGIONS, ["a", "b"], offered=20, margin=0.6)
+
+
+def test_detection_plus_ttl_must_fit_the_switchover_limit() -> None:
+    timing = load_topology().timing  # 3 x 0.2 s + 0.15 s = 0.75 s to detect
+    assert preflight.check_clients_can_move(timing, 5, 5.75).endswith("= 5.75 s <= 5.75 s")
+    with pytest.raises(DrillRefused, match=r"DNS TTL 5 s = 5.75 s, above the switchover limit 5.7 s"):
+        preflight.check_clients_can_move(timing, 5, 5.7)
+    with pytest.raises(DrillRefused, match=r"detection \(unknown\) 0 s \+ DNS TTL 60 s = 60 s, above .* 30 s"):
+        preflight.check_clients_can_move(None, 60, 30)
