@@ -94,6 +94,12 @@ class Timing(_Model):
                 f"({self.region_timeout:g} s): a region not heard for region_timeout is declared dead, so "
                 "healthy regions would be declared dead between heartbeats"
             )
+        if self.stale_after <= self.heartbeat_interval:
+            raise ValueError(
+                f"stale_after: got {self.stale_after:g} s, expected more than heartbeat_interval "
+                f"({self.heartbeat_interval:g} s): the version is re-broadcast once per heartbeat, so every proxy "
+                "would raise the stale-snapshot alarm between two broadcasts"
+            )
         return self
 
     @property

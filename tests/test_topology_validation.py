@@ -74,6 +74,8 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
                   "*: timing.dns_ttl: got 86400, expected an integer >= 0 and <= 60 (*switchover limit)"),
     "heartbeat_above_timeout": (lambda: _edit("heartbeat_interval: 0.5", "heartbeat_interval: 3"),
                                 "*: timing.heartbeat_interval: got 3 s, expected less than region_timeout (2 s)*"),
+    "stale_before_a_heartbeat": (lambda: _edit("stale_after: 10.0", "stale_after: 0.5"),
+                                 "*: timing.stale_after: got 0.5 s, expected more than heartbeat_interval (0.5 s)*"),
     "huge_value": (lambda: _edit("fallback: b", "fallback: " + "z" * 5000),
                    "*: regions[0].fallback: got 'zzz*...*zzz', expected one of ['a', 'b', 'c']"),
 }

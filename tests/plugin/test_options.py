@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import os
+from pathlib import Path
 
 import pytest
 
 from gameday import settings
+from gameday.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("no_locust_ini")
 
@@ -214,3 +216,13 @@ def test_with_the_locust_plugin_loaded_our_options_still_work(pytester: pytest.P
     pytester.makepyfile("def test_x(gameday_settings): assert gameday_settings.seed == 5")
     result = pytester.runpytest("--gameday-seed=5", "-H", "http://example.invalid")
     result.assert_outcomes(passed=1)
+
+
+def test_an_unwritable_reports_directory_is_refused_by_its_validator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The subprocess test above needs a non-root user; the validator's own logic is checked
+    # here with access(2) answering as it does for one (root passes every access check).
+    monkeypatch.setattr(settings.os, "access", lambda path, mode: False)
+    with pytest.raises(ConfigError, match=rf"got '{tmp_path}/new', .*: {tmp_path} is not writable$"):
+        settings.OPTION["reports"].parse(f"{tmp_path}/new", "command line")
