@@ -99,7 +99,7 @@ def test_bad_options_give_one_clear_error_and_touch_nothing(
     pytester: pytest.Pytester, args: list[str], message: str
 ) -> None:
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
-    result = pytester.runpytest_subprocess(*args)
+    result = pytester.runpytest(*args)
     _one_usage_error(pytester, result, message)
 
 
@@ -116,7 +116,7 @@ def _one_usage_error(pytester: pytest.Pytester, result: pytest.RunResult, messag
 def test_a_file_as_reports_directory_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
     (pytester.path / "reports").write_text("not a directory")
-    result = pytester.runpytest_subprocess("--gameday-reports=reports")
+    result = pytester.runpytest("--gameday-reports=reports")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: gameday: --gameday-reports (command line): got 'reports', *: reports is "
                                  "not a directory"])
@@ -127,7 +127,7 @@ def test_an_unwritable_reports_directory_is_a_usage_error(pytester: pytest.Pytes
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
     locked = pytester.path / "locked"
     locked.mkdir(mode=0o500)
-    result = pytester.runpytest_subprocess(f"--gameday-reports={locked}/reports")
+    result = pytester.runpytest(f"--gameday-reports={locked}/reports")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: gameday: --gameday-reports (command line): *: {locked} is not writable"])
 
@@ -146,7 +146,7 @@ def test_ini_and_environment_follow_the_same_rules(
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     pytester.makepyfile("def test_x(drill): raise AssertionError('must not run')")
-    _one_usage_error(pytester, pytester.runpytest_subprocess(), message)
+    _one_usage_error(pytester, pytester.runpytest(), message)
 
 
 @pytest.mark.parametrize(("name", "raw", "message"), [
