@@ -83,16 +83,22 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import restore  # noqa: PLC0415
+    from gameday.faults.restore import forget, restore  # noqa: PLC0415
 
-    return restore(Path(args.reports), keep=args.keep, out=sys.stdout)
+    reports = Path(args.reports).absolute() if args.reports else None
+    if args.forget:
+        return forget(reports, args.forget, out=sys.stdout)
+    return restore(reports, keep=args.keep, out=sys.stdout)
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import stop_leftover_federations  # noqa: PLC0415
+    from gameday.faults.restore import held_faults, stop_leftover_federations  # noqa: PLC0415
 
-    stopped = stop_leftover_federations(Path(args.reports), only_orphans=False, out=sys.stdout)
-    print(f"stopped {stopped} federation(s)")
+    reports = Path(args.reports).absolute()
+    stopped = stop_leftover_federations(reports, only_orphans=False, out=sys.stdout, force=args.force)
+    print(f"stopped {stopped} federation(s) under {reports}")
+    if not args.force and any(held_faults(reports).values()):
+        return 1  # a federation was left running on purpose: say so in the exit code
     return 0
 
 
@@ -115,13 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     dr.add_argument("--rounds", type=int, help="repeat the drill N times with seeded picks")
     dr.add_argument("--reports", default="reports", help="where run data goes (default: reports)")
     dr.set_defaults(fn=_cmd_drill)
-    rs = sub.add_parser("restore", help="revert every fault a killed runner left in the ledger")
-    rs.add_argument("--reports", default="reports", help="the reports directory holding .gameday/ledger.json")
+    rs = sub.add_parser("restore", help="revert every fault a killed runner left in the ledger",
+                        description="Reverts what the ledger holds, checks health, stops orphaned "
+                        "federations. Without --reports: ./reports and every ledger a run recorded in "
+                        "the per-user index (so it works from any directory).")
+    rs.add_argument("--reports", default=None,
+                    help="only this reports directory (the one holding .gameday/ledger.json)")
     rs.add_argument("--keep", action="store_true",
                     help="leave orphaned federations running after restoring them (default: stop them)")
+    rs.add_argument("--forget", metavar="ID",
+                    help="drop the ledger entry ID (or a unique prefix) without reverting it, e.g. when its "
+                    "target is gone for good; says what is dropped")
     rs.set_defaults(fn=_cmd_restore)
     dn = sub.add_parser("down", help="stop every federation still running under the reports directory")
     dn.add_argument("--reports", default="reports")
+    dn.add_argument("--force", action="store_true",
+                    help="also stop federations that hold an unreverted fault (clears their ledger entries)")
     dn.set_defaults(fn=_cmd_down)
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "drill":
