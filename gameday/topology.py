@@ -19,12 +19,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gameday.errors import ConfigError
+from gameday.resources import clusters_dir
 
 #: Key of the global tier's cluster in :attr:`Topology.contexts` (not a region name).
 GLOBAL_CLUSTER = "global"
 
 #: The topology used when none is given.
-DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "clusters" / "local.yaml"
+DEFAULT_TOPOLOGY = clusters_dir() / "local.yaml"
 
 _LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 _ZONE = re.compile(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
