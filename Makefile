@@ -30,7 +30,7 @@ lint: $(STAMP)
 # The plugin's own tests run on both cores (each test starts its own federations on free
 # ports); the suites run in one process against one session federation, as users run them.
 test: lint
-	$(PY) -m pytest -n 2 tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
 	$(PY) -m pytest suites --junitxml=reports/junit-suites.xml $(PYTEST_ARGS)
 
 bench: $(STAMP)

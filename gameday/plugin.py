@@ -17,6 +17,10 @@ from gameday import session as gsession
 from gameday.errors import ConfigError
 from gameday.settings import OPTIONS, SLO, OptionSpec, Settings, resolve
 
+# The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
+# plugin, so shipped rule checks can be selected into a team's own test modules.
+pytest_plugins = ["gameday.conformance.fixtures"]
+
 SETTINGS_KEY = pytest.StashKey[Settings]()
 STATE_KEY = pytest.StashKey[gsession.SessionState]()
 

@@ -23,13 +23,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from gameday.errors import ConfigError
+from gameday.resources import clusters_dir
 from gameday.userinput import load_yaml, read_text_file, shown
 
 #: Key of the global tier's cluster in :attr:`Topology.contexts` (not a region name).
 GLOBAL_CLUSTER = "global"
 
 #: The topology used when none is given.
-DEFAULT_TOPOLOGY = Path(__file__).resolve().parent.parent / "clusters" / "local.yaml"
+DEFAULT_TOPOLOGY = clusters_dir() / "local.yaml"
 
 _LABEL = re.compile(r"^[a-z]([a-z0-9-]{0,30}[a-z0-9])?$")
 _ZONE = re.compile(r"^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")

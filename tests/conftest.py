@@ -19,6 +19,21 @@ from gameday.topology import load_topology, parse_topology
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_ledger_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Keep the per-user ledger index (``gameday restore`` from any directory) out of the
+    real home: every test, and every process it starts, uses one of its own."""
+    before = os.environ.get("GAMEDAY_STATE_DIR")
+    os.environ["GAMEDAY_STATE_DIR"] = str(tmp_path_factory.mktemp("gameday-state"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("GAMEDAY_STATE_DIR", None)
+        else:
+            os.environ["GAMEDAY_STATE_DIR"] = before
+
+
 @pytest.fixture
 def spec(tmp_path: Path) -> FederationSpec:
     """A planned (not started) federation spec of the default topology, written to tmp_path."""

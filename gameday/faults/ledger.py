@@ -2,13 +2,18 @@
 
 If the runner is killed (``kill -9``, a CI timeout), ``gameday restore`` reads the
 ledger, re-attaches to each target from its recorded reference and reverts what is
-there. An entry is removed only after its revert succeeded. A file lock makes the
-ledger safe for several pytest-xdist workers.
+there. An entry is removed only after its revert succeeded (or ``gameday restore
+--forget ID`` drops it, saying why). A file lock makes the ledger safe for several
+pytest-xdist workers; writes are atomic and fsynced (:mod:`gameday.statefile`).
+
+Every ledger that ever recorded a fault is also listed, by absolute path, in a small
+per-user index (:func:`index_path`), so ``gameday restore`` run from any directory
+still finds a ledger that a run elsewhere left behind.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import os
 import time
 import uuid
@@ -17,6 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from gameday.statefile import CorruptFile, quarantine, read_json_object, write_json_atomic
+
+log = logging.getLogger(__name__)
+
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "kind": (str,), "region": (str, type(None)), "params": (dict,), "target": (str,),
+    "target_ref": (dict,), "runner_pid": (int,), "created": (int, float),
+}
 
 
 @dataclass(frozen=True)
@@ -31,13 +45,77 @@ class LedgerEntry:
     created: float = field(default_factory=time.time)
     """Unix time the entry was written (just before injection)."""
 
+    @property
+    def what(self) -> str:
+        """``gateway_down b`` (for messages)."""
+        return f"{self.kind} {self.region or ''}".strip()
+
+    @classmethod
+    def parse(cls, raw: object, where: str) -> LedgerEntry:
+        """Validate one entry as read from disk.
+
+        Raises:
+            ValueError, TypeError: naming *where*, the field and what was expected.
+        """
+        if not isinstance(raw, dict):
+            raise TypeError(f"{where}: expected an object, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - set(_FIELDS))
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))[:80]}")
+        for name, types in _FIELDS.items():
+            if name not in raw:
+                if name == "created":
+                    continue
+                raise ValueError(f"{where}: missing field {name!r}")
+            value = raw[name]
+            if isinstance(value, bool) or not isinstance(value, types):
+                raise TypeError(f"{where}.{name}: expected {' or '.join(t.__name__ for t in types)}, "
+                                 f"got {type(value).__name__}")
+        return cls(**raw)
+
+
+def index_path() -> Path:
+    """The per-user list of ledgers: ``$GAMEDAY_STATE_DIR`` or ``$XDG_STATE_HOME/gameday``
+    (default ``~/.local/state/gameday``), file ``ledgers.json``."""
+    base = os.environ.get("GAMEDAY_STATE_DIR")
+    if base:
+        return Path(base) / "ledgers.json"
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "gameday" / "ledgers.json"
+
+
+def known_ledgers() -> list[Path]:
+    """Every ledger recorded in the index that still exists (a corrupt index is moved aside)."""
+    path = index_path()
+    try:
+        data = read_json_object(path) or {}
+    except CorruptFile as exc:
+        log.warning("ledger index %s; moved aside to %s", exc, quarantine(path))
+        return []
+    paths = data.get("ledgers", [])
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        log.warning("ledger index %s: 'ledgers' must be a list of paths; moved aside to %s", path, quarantine(path))
+        return []
+    return [Path(p) for p in paths if Path(p).exists()]
+
+
+def _register(ledger: Path) -> None:
+    path = index_path()
+    try:
+        with FileLock(str(path) + ".lock"):
+            known = [str(p) for p in known_ledgers()]
+            if str(ledger) not in known:
+                write_json_atomic(path, {"ledgers": [*known, str(ledger)]})
+    except OSError as exc:  # a read-only home must not stop a drill: the ledger itself is written
+        log.warning("cannot record ledger %s in the index %s: %s", ledger, path, exc)
+
 
 class Ledger:
     """A JSON file of pending (injected, not yet reverted) faults."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock_path = str(path) + ".lock"
+        self.path = path.absolute()
+        self._lock_path = str(self.path) + ".lock"
 
     @property
     def _lock(self) -> FileLock:
@@ -45,19 +123,35 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         return FileLock(self._lock_path)
 
-    def _read(self) -> list[dict[str, Any]]:
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
+    def _read_strict(self) -> list[LedgerEntry]:
+        """The entries on disk. Raises :class:`CorruptFile` (with the path and the problem)."""
+        data = read_json_object(self.path)
+        if data is None:
             return []
-        entries: list[dict[str, Any]] = data.get("pending", [])
-        return entries
+        if set(data) != {"pending"}:
+            missing = "" if "pending" in data else "no 'pending' list"
+            extra = sorted(set(data) - {"pending"})
+            raise CorruptFile(self.path, "; ".join(
+                p for p in (missing, f"unknown key(s) {extra}"[:80] if extra else "") if p))
+        raw = data["pending"]
+        if not isinstance(raw, list):
+            raise CorruptFile(self.path, f"'pending' must be a list, got {type(raw).__name__}")
+        try:
+            return [LedgerEntry.parse(e, f"pending[{i}]") for i, e in enumerate(raw)]
+        except (ValueError, TypeError) as exc:
+            raise CorruptFile(self.path, str(exc)) from exc
 
-    def _write(self, entries: list[dict[str, Any]]) -> None:
-        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"pending": entries}, indent=2))
-        os.replace(tmp, self.path)  # atomic: a reader never sees half a ledger
-        # fsync the directory entry is overkill here; the replace is atomic on one filesystem.
+    def _read(self) -> list[LedgerEntry]:
+        """For a running drill: a corrupt ledger is moved aside (and said so), never fatal;
+        the runner still reverts its own faults from memory."""
+        try:
+            return self._read_strict()
+        except CorruptFile as exc:
+            log.warning("fault ledger %s; moved aside to %s", exc.problem, quarantine(self.path))
+            return []
+
+    def _write(self, entries: list[LedgerEntry]) -> None:
+        write_json_atomic(self.path, {"pending": [asdict(e) for e in entries]})
 
     def record(self, kind: str, region: str | None, params: dict[str, Any], target: str,
                target_ref: dict[str, Any]) -> LedgerEntry:
@@ -65,27 +159,37 @@ class Ledger:
         entry = LedgerEntry(uuid.uuid4().hex[:12], kind, region, dict(params), target, dict(target_ref),
                             os.getpid())
         with self._lock:
-            entries = self._read()
-            entries.append(asdict(entry))
-            self._write(entries)
+            self._write([*self._read(), entry])
+        _register(self.path)
         return entry
 
     def update_params(self, entry_id: str, params: dict[str, Any]) -> None:
         """Record parameters learnt during injection (e.g. the value a revert restores)."""
         with self._lock:
-            entries = self._read()
-            for e in entries:
-                if e["id"] == entry_id:
-                    e["params"] = dict(params)
+            entries = [LedgerEntry(**{**asdict(e), "params": dict(params)}) if e.id == entry_id else e
+                       for e in self._read()]
             self._write(entries)
 
     def remove(self, entry_id: str) -> None:
         """Drop an entry; call this after its revert succeeded."""
         with self._lock:
-            self._write([e for e in self._read() if e["id"] != entry_id])
+            entries = self._read()
+            kept = [e for e in entries if e.id != entry_id]
+            if len(kept) != len(entries) or self.path.exists():
+                self._write(kept)
 
     def pending(self) -> list[LedgerEntry]:
+        """The pending entries.
+
+        Raises:
+            CorruptFile: the ledger cannot be read; ``gameday restore`` reports it and moves it aside.
+        """
         if not self.path.exists():
             return []
         with self._lock:
-            return [LedgerEntry(**e) for e in self._read()]
+            return self._read_strict()
+
+    def quarantine(self) -> Path | None:
+        """Move a corrupt ledger aside; returns its new path."""
+        with self._lock:
+            return quarantine(self.path)

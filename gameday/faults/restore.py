@@ -1,19 +1,28 @@
-"""``gameday restore``: put back what a killed runner left broken.
+"""``gameday restore`` and ``gameday down``: put back what a killed runner left broken.
 
-Reads the ledger, re-attaches to each entry's target from its recorded reference,
-reverts the fault, checks the federation is healthy again and only then removes the
-entry. Federations whose runner died are stopped afterwards (unless ``keep``).
+``restore`` reads the ledger(s), re-attaches to each entry's target from its recorded
+reference, reverts the fault, checks the federation is healthy again and only then
+removes the entry. A local federation that has no process left cannot hold a fault
+any more: its entry is cleared with that reason. An entry that can never be reverted
+is dropped with ``--forget ID``, after saying what it was. Federations whose runner
+died are stopped afterwards (unless ``keep``).
+
+Nothing here raises a traceback at the user: corrupt ledgers and state files are
+reported with their path and moved aside, and the loop goes on to the next one.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from gameday.errors import GamedayError
-from gameday.faults.ledger import Ledger, LedgerEntry
+from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
 from gameday.fedapp.federation import LocalFederation, pid_alive
+from gameday.statefile import CorruptFile, quarantine
 from gameday.targets.base import Target
 
 
@@ -35,55 +44,201 @@ def attach_target(name: str, ref: dict[str, Any]) -> Target:
 
 
 def ledger_path(reports: Path) -> Path:
-    return reports / ".gameday" / "ledger.json"
+    return reports.absolute() / ".gameday" / "ledger.json"
 
 
-def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO) -> bool:
-    what = f"{entry.kind} {entry.region or ''}".strip()
+def reports_of(ledger: Path) -> Path:
+    """``<reports>/.gameday/ledger.json`` -> ``<reports>``."""
+    return ledger.parent.parent
+
+
+@dataclass
+class Outcome:
+    """What one ``restore`` did, for its summary line and exit code."""
+
+    reverted: list[str] = field(default_factory=list)
+    cleared: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    corrupt: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.failed or self.corrupt)
+
+
+def local_federation_gone(entry: LedgerEntry) -> str | None:
+    """For a ``local`` entry: why its federation can no longer hold the fault (it has no
+    process left, or its work directory is gone), or ``None`` if it may still hold it."""
+    if entry.target != "local":
+        return None
+    workdir = Path(str(entry.target_ref.get("workdir", "")))
+    if not (workdir / "state.json").exists():
+        return f"its federation's state ({workdir / 'state.json'}) is gone"
+    try:
+        fed = LocalFederation.attach(workdir)
+    except CorruptFile:
+        return None  # unknown: do not claim it is gone; the revert attempt will say more
+    except GamedayError as exc:
+        return f"its federation cannot be found ({exc})"
+    if not fed.any_running():
+        return f"its federation in {workdir} has no process left (stopped, or died with its runner)"
+    return None
+
+
+def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome) -> None:
+    what = f"{entry.what} [{entry.id}]"
     if entry.runner_pid != os.getpid() and pid_alive(entry.runner_pid):
         out.write(f"SKIP  {what}: its runner (pid {entry.runner_pid}) is still running and will restore it\n")
-        return False
+        done.skipped.append(what)
+        return
+    gone = local_federation_gone(entry)
+    if gone is not None:
+        ledger.remove(entry.id)
+        out.write(f"CLEAR {what}: {gone}; nothing is left broken, entry cleared\n")
+        done.cleared.append(what)
+        return
     try:
         target = attach_target(entry.target, entry.target_ref)
         target.revert(entry.kind, entry.region, dict(entry.params))
         target.check_health(timeout=30)
     except GamedayError as exc:
-        out.write(f"FAIL  {what}: {exc}\n")
-        return False
+        out.write(f"FAIL  {what}: {exc}\n      if it can never be reverted (the target is gone for good), "
+                  f"drop it with `gameday restore --forget {entry.id}`\n")
+        done.failed.append(what)
+        return
     ledger.remove(entry.id)
     out.write(f"OK    {what}: reverted; every component healthy ({entry.target} {entry.target_ref})\n")
-    return True
+    done.reverted.append(what)
 
 
-def restore(reports: Path, *, keep: bool, out: TextIO) -> int:
-    """Revert every pending fault; return a process exit code (0: all restored)."""
-    ledger = Ledger(ledger_path(reports))
-    entries = ledger.pending()
-    if not entries:
-        out.write(f"ledger {ledger.path} is empty: nothing to restore\n")
-    ok = all([_restore_one(e, ledger, out) for e in entries])  # noqa: C419  (restore every entry, not the first failure)
+def _pending(ledger: Ledger, out: TextIO, done: Outcome) -> list[LedgerEntry]:
+    try:
+        return ledger.pending()
+    except CorruptFile as exc:
+        moved = ledger.quarantine()
+        out.write(f"CORRUPT ledger {exc.path}: {exc.problem}; moved aside to {moved}. Faults it recorded "
+                  f"cannot be read back: check the federations under {reports_of(ledger.path)} by hand "
+                  f"(`gameday down` stops local ones)\n")
+        done.corrupt.append(str(exc.path))
+        return []
+
+
+def ledgers_for(reports: Path | None) -> list[Ledger]:
+    """The ledger of *reports*, or, when none was named, ``./reports``'s and every ledger
+    the per-user index knows (so restore works from any directory)."""
+    if reports is not None:
+        return [Ledger(ledger_path(reports))]
+    paths = [ledger_path(Path("reports")), *known_ledgers()]
+    unique = list(dict.fromkeys(p.resolve() for p in paths))
+    return [Ledger(p) for p in unique]
+
+
+def restore(reports: Path | None, *, keep: bool, out: TextIO) -> int:
+    """Revert every pending fault; return a process exit code (0: all restored).
+
+    Args:
+        reports: the reports directory; ``None``: ``./reports`` and every indexed ledger.
+        keep: leave orphaned federations running afterwards.
+    """
+    done = Outcome()
+    ledgers = ledgers_for(reports)
+    looked = 0
+    for ledger in ledgers:
+        entries = _pending(ledger, out, done)
+        if not entries:
+            continue
+        looked += 1
+        out.write(f"ledger {ledger.path}: {len(entries)} pending\n")
+        for entry in entries:
+            _restore_one(entry, ledger, out, done)
+    if not looked and not done.corrupt:
+        out.write(f"no pending fault in {', '.join(str(x.path) for x in ledgers)}: nothing to restore\n")
     if not keep:
-        stopped = stop_leftover_federations(reports, only_orphans=True, out=out)
-        if stopped:
-            out.write(f"stopped {stopped} orphaned federation(s) (use --keep to leave them running)\n")
-    left = ledger.pending()
-    out.write(f"ledger: {len(left)} pending entr{'y' if len(left) == 1 else 'ies'}\n")
-    return 0 if ok and not left else 1
+        for ledger in ledgers:
+            stopped = stop_leftover_federations(reports_of(ledger.path), only_orphans=True, out=out)
+            if stopped:
+                out.write(f"stopped {stopped} orphaned federation(s) under {reports_of(ledger.path)} "
+                          f"(use --keep to leave them running)\n")
+    left = sum(len(_pending(x, out, done)) for x in ledgers)
+    out.write(f"restore: {len(done.reverted)} reverted, {len(done.cleared)} cleared, "
+              f"{len(done.failed)} failed, {len(done.skipped)} skipped (runner alive), "
+              f"{len(done.corrupt)} corrupt ledger(s); {left} pending\n")
+    return 0 if done.ok and not left else 1
 
 
-def stop_leftover_federations(reports: Path, *, only_orphans: bool, out: TextIO) -> int:
-    """Stop federations under *reports* that still run (only those whose runner died, if asked)."""
+def forget(reports: Path | None, entry_id: str, *, out: TextIO) -> int:
+    """Drop the ledger entry *entry_id* (or a unique prefix of it) without reverting it."""
+    matches: list[tuple[Ledger, LedgerEntry]] = []
+    done = Outcome()
+    for ledger in ledgers_for(reports):
+        matches += [(ledger, e) for e in _pending(ledger, out, done) if e.id.startswith(entry_id)]
+    if len(matches) != 1:
+        found = ", ".join(f"{e.id} ({e.what})" for _, e in matches) or "none"
+        out.write(f"gameday restore --forget {entry_id}: expected exactly one matching entry, found {found}\n")
+        return 2
+    ledger, entry = matches[0]
+    if entry.runner_pid != os.getpid() and pid_alive(entry.runner_pid):
+        out.write(f"refusing to forget {entry.id} ({entry.what}): its runner (pid {entry.runner_pid}) is "
+                  f"still running and will revert it\n")
+        return 1
+    ledger.remove(entry.id)
+    out.write(f"FORGOT {entry.id}: {entry.what} on {entry.target} {entry.target_ref} was NOT reverted; "
+              f"the entry is dropped from {ledger.path}. If the target still exists, check it by hand.\n")
+    return 0
+
+
+def held_faults(reports: Path) -> dict[Path, list[LedgerEntry]]:
+    """Local federation work dir -> the unreverted faults the ledger holds for it."""
+    held: dict[Path, list[LedgerEntry]] = {}
+    try:
+        entries = Ledger(ledger_path(reports)).pending()
+    except CorruptFile:
+        return held
+    for e in entries:
+        if e.target == "local" and "workdir" in e.target_ref:
+            held.setdefault(Path(str(e.target_ref["workdir"])).resolve(), []).append(e)
+    return held
+
+
+def _federation_dirs(reports: Path) -> Iterable[Path]:
+    return sorted(p.parent for p in (reports.absolute() / ".gameday" / "federations").glob("*/state.json"))
+
+
+def stop_leftover_federations(reports: Path, *, only_orphans: bool, out: TextIO, force: bool = False) -> int:
+    """Stop federations under *reports* that still run (only those whose runner died, if asked).
+
+    A federation that holds an unreverted fault is not stopped by ``gameday down``
+    (``only_orphans=False``) unless *force*: stopping it would lose the chance to revert
+    and check it; with *force* its entries are cleared, since the fault dies with it.
+    """
     stopped = 0
-    for state in sorted((reports / ".gameday" / "federations").glob("*/state.json")):
+    held = {} if only_orphans else held_faults(reports)
+    for workdir in _federation_dirs(reports):
+        state = workdir / "state.json"
         try:
-            fed = LocalFederation.attach(state.parent)
-        except GamedayError:
+            fed = LocalFederation.attach(workdir)
+        except CorruptFile as exc:
+            out.write(f"CORRUPT state {state}: {exc.problem}; moved aside to {quarantine(state)} "
+                      f"(its processes, if any, cannot be found from it)\n")
+            continue
+        except GamedayError as exc:
+            out.write(f"skip {workdir}: {exc}\n")
             continue
         if not fed.any_running():
             continue
         if only_orphans and fed.owner_pid and pid_alive(fed.owner_pid):
             continue
+        faults = held.get(workdir.resolve(), [])
+        if faults and not force:
+            out.write(f"refusing to stop federation {fed.spec.run_id} in {workdir}: it holds unreverted "
+                      f"fault(s) {', '.join(f'{e.what} [{e.id}]' for e in faults)}; run `gameday restore` "
+                      f"first, or `gameday down --force`\n")
+            continue
         fed.stop()
-        out.write(f"stopped federation {fed.spec.run_id} in {state.parent}\n")
+        out.write(f"stopped federation {fed.spec.run_id} in {workdir}\n")
+        for e in faults:
+            Ledger(ledger_path(reports)).remove(e.id)
+            out.write(f"CLEAR {e.what} [{e.id}]: its federation was stopped (--force); nothing is left broken\n")
         stopped += 1
     return stopped

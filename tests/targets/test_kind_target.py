@@ -43,7 +43,7 @@ def test_load_delete_and_get_argv() -> None:
         "kind",
         "load",
         "docker-image",
-        "ghcr.io/gameday/fedapp:0.1.0",
+        o.APP_IMAGE,
         "--name",
         "gd-global",
     ]

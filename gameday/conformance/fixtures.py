@@ -1,4 +1,8 @@
-"""Fixtures of the conformance suite: a read-only view of the session federation and its timings.
+"""Fixtures of the conformance checks: a read-only view of the session federation and its timings.
+
+The plugin registers this module (``pytest_plugins`` in :mod:`gameday.plugin`), so the
+fixtures serve the shipped suite (``gameday.suites.conformance``), a team's own rule
+checks, and a selection of the shipped ones imported into a team's test module.
 
 Every check talks to the federation through the target (``federation``) and the public
 endpoints it returns; the view below wraps those endpoints (HTTP ``/status`` and
@@ -13,6 +17,7 @@ from typing import Any
 import pytest
 
 from gameday.conformance.view import FederationView, federation_view
+from gameday.topology import Timing, Topology
 
 
 @pytest.fixture(scope="session")
@@ -23,13 +28,13 @@ def view(federation: Any) -> Iterator[FederationView]:
 
 
 @pytest.fixture(scope="session")
-def timing(topology: Any) -> Any:
+def timing(topology: Topology) -> Timing:
     """The topology's timings (:class:`gameday.topology.Timing`): probe interval, fall, rise, ..."""
     return topology.timing
 
 
 @pytest.fixture(scope="session")
-def converge_s(timing: Any) -> float:
+def converge_s(timing: Timing) -> float:
     """Seconds a healthy federation may take to converge after a change: the probes that
     decide it (fall + rise, each up to interval + timeout), a region timeout, two
     broadcasts, and a generous allowance for a busy machine."""
@@ -46,7 +51,7 @@ def settled(view: FederationView, converge_s: float) -> int:
 
 
 @pytest.fixture
-def full_weight(view: FederationView, timing: Any, converge_s: float, settled: int) -> int:
+def full_weight(view: FederationView, timing: Timing, converge_s: float, settled: int) -> int:
     """:func:`settled`, and the GSLB answering with every region at its full static weight
     (no re-admission ramp left over from an earlier check); return the version."""
     view.wait_dns_settled(converge_s + timing.ramp_seconds)

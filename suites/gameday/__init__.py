@@ -1,0 +1,1 @@
+"""Game-day drills (destructive, self-restoring); select with ``-m gameday``."""
