@@ -211,6 +211,9 @@ class Drill:
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
             )
+            if live is None:
+                result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
+                                            "capability; a dead component shows only as what it breaks")
             active = ActiveFault(window, result, observer, entry.id)
             self._stack.append(active)
             self._phase = "observe"
