@@ -38,7 +38,7 @@ from gameday.errors import (
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
-from gameday.observers.watch import InEffect, Watcher
+from gameday.observers.watch import InEffect, Watcher, abort_error
 from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Target, liveness_of
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
@@ -471,20 +471,10 @@ class Drill:
         c = self._casualty
         assert c is not None
         self._casualty_handled.wait(120)  # a revert waits for its component to listen (15 s each, at most)
-        done = [f for f in self._casualty_reverted if f.window.t_revert is not None]
-        failed = [f for f in self._stack if not f.reverted]
-        parts = [c.message]
-        if done:
-            parts.append("reverted at once: " + ", ".join(
-                f"{f.window.kind} {f.window.region or ''}".rstrip()
-                + f" at t{(f.window.t_revert or 0) - f.window.t_fault:+.1f} s" for f in done))
-        if failed:
-            parts.append("NOT reverted (the ledger keeps them; run `gameday restore`): " + ", ".join(
-                f"{f.window.kind} {f.window.region or ''}".rstrip() for f in failed))
-        if extra:
-            parts.append(extra)
-        cls = LoadCollapsed if c.what == "load" else ComponentDied
-        return cls("; ".join(parts), casualty=c)
+        done = [(f"{f.window.kind} {f.window.region or ''}".rstrip(), (f.window.t_revert or 0) - f.window.t_fault)
+                for f in self._casualty_reverted if f.window.t_revert is not None]
+        failed = [f"{f.window.kind} {f.window.region or ''}".rstrip() for f in self._stack if not f.reverted]
+        return abort_error(c, done, failed, extra)
 
     def _sleep_watching(self, seconds: float) -> None:
         """Sleep *seconds*, but raise a casualty as soon as the watcher sees one."""

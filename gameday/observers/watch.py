@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Protocol
 
+from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
 from gameday.targets.base import LOAD_ROLE
 from gameday.timeline import Casualty, ComponentObs, Timeline
 
@@ -251,7 +252,10 @@ class Watcher:
         if not self.liveness_observed:
             parts.append("liveness not observed")
         elif latest:
-            parts.append(f"alive {sum(o.alive for o in latest)}/{len(latest)}")
+            stops = frozenset().union(*(f.stops for f in self.in_effect()))
+            by_fault = sum(1 for o in latest if not o.alive and o.name in stops)
+            parts.append(f"alive {sum(o.alive for o in latest)}/{len(latest)}"
+                         + (f" ({by_fault} stopped by the fault)" if by_fault else ""))
         if self.load is not None:
             end = now - self.bounds.lag
             first = self.load.first_request_at
@@ -261,3 +265,23 @@ class Watcher:
             parts.append(f"load {self.load.completed_rate(end - self.bounds.window, end):.0f}/"
                          f"{self.load.rate:g} req/s")
         return "  ".join(parts)
+
+
+def abort_error(c: Casualty, reverted: list[tuple[str, float]], not_reverted: list[str],
+                extra: str = "") -> DrillAborted:
+    """The error a casualty fails the drill with: its message, then what was reverted.
+
+    Args:
+        reverted: ``(fault, seconds after it took effect)`` for each fault the casualty reverted.
+        not_reverted: faults whose revert failed (the ledger keeps them).
+        extra: a last clause (``gateway_down b was not injected``).
+    """
+    parts = [c.message]
+    if reverted:
+        parts.append("reverted at once: " + ", ".join(f"{label} at t{dt:+.2f} s" for label, dt in reverted))
+    if not_reverted:
+        parts.append("NOT reverted (the ledger keeps them; run `gameday restore`): " + ", ".join(not_reverted))
+    if extra:
+        parts.append(extra)
+    cls = LoadCollapsed if c.what == "load" else ComponentDied
+    return cls("; ".join(parts), casualty=c)

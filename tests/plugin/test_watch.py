@@ -1,12 +1,13 @@
 """A drill watches its own federation and load generator (issue 7).
 
 The real drills run through pytest on the local federation and kill real processes at
-chosen moments: a component mid-drill (a Python proxy, and nats-server), the locust
-process mid-drill, the GSLB during the baseline (killed, and frozen so only DNS shows
-it). Each must fail the drill within a couple of seconds, naming the process and the
-instant, with every fault reverted - or, in the baseline, with nothing injected. They
-share one pytest run (one federation; each test restarts what it killed) to keep CI
-short. The watcher's decisions are also checked on hand-made timelines, without I/O.
+chosen moments: a component mid-drill (a Python proxy, and nats-server); the locust
+process mid-drill (killed, and frozen so only its achieved rate shows it); the GSLB
+during the baseline (killed, and frozen so only its DNS answers show it). Each must fail
+the drill within a couple of seconds, naming the process and the instant, with every
+fault reverted - or, in the baseline, with nothing injected. They share one pytest run
+(one federation; each test restarts what it broke) to keep CI short. The watcher's
+decisions are also checked on hand-made timelines, without I/O.
 """
 
 from __future__ import annotations
@@ -108,6 +109,26 @@ def test_the_load_generator_killed_mid_drill_is_a_load_collapse(drill, load):
     assert drill.target.fed.is_running("gateway-c")
 
 
+@pytest.mark.gameday
+def test_a_stalled_load_generator_is_a_load_collapse(drill, load):
+    (proc,) = load.procs
+    try:
+        with pytest.raises(LoadCollapsed, match=r"load generator collapsed at t\\+.* during gateway_down b: it "
+                                                r"completed .* req/s .*every locust process still runs: not caused "
+                                                r"by the fault .*the load generator itself stalled") as info:
+            with drill.fault("gateway_down", "b") as fault:
+                stalled = time.monotonic()
+                os.kill(proc.pid, signal.SIGSTOP)  # alive, sending nothing: only the rate shows it
+                drill.observe_switchover(fault, timeout=60)
+        c = info.value.casualty
+        print(f"FIGURES stall: named {c.t - stalled:.2f} s after the stall")
+        print("MESSAGE", info.value)
+        assert c.t - stalled < 3.5  # the 2.5 s window, 0.5 s lag, less the 10 req/s the bound allows
+        assert drill.ledger.pending() == [] and drill.target.fed.is_running("gateway-b")
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+
+
 def _during_the_baseline(action):
     """Run *action* 0.5 s after the drill's observer starts (the baseline's first instant)."""
     def run():
@@ -168,7 +189,7 @@ def test_a_drill_names_what_died_at_once(pytester: pytest.Pytester) -> None:
     out = result.stdout.str()
     for line in re.findall(r"^(?:FIGURES|MESSAGE) .*$", out, re.M):
         print(line)
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 # -- the watcher's decisions on hand-made timelines (no processes) ---------------------------------
