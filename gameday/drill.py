@@ -38,9 +38,9 @@ from gameday.errors import (
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
-from gameday.observers.watch import InEffect, Watcher, abort_error
+from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
-from gameday.targets.base import ComponentState, Target, liveness_of
+from gameday.targets.base import ComponentState, Endpoints, Target, liveness_of
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.verdicts.result import DrillResult
 
@@ -162,20 +162,7 @@ class Drill:
             tl = Timeline(t0=time.monotonic())
             for _ in self.target.alarm_lines():  # only alarms raised from now on count
                 pass
-            live = liveness_of(self.target)
-            sources: list[Callable[[], list[ComponentState]]] = [live.liveness] if live is not None else []
-            if self.load is not None:
-                sources.append(self.load.liveness)
-            if live is None:
-                log.warning("the %s target has no liveness capability: a component that dies mid-drill is "
-                            "seen only through what it breaks", self.target.name)
-            self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
-            self._casualty, self._casualty_reverted = None, []
-            self._casualty_handled.clear()
-            observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
-                                request_source=self.load.poll if self.load else None, on_tick=self._on_tick,
-                                liveness=sources)
-            observer.start()
+            observer = self._start_observer(ep, tl)
         else:
             tl, observer = parent.result.timeline, parent.observer
         watcher = self._watcher
@@ -254,6 +241,24 @@ class Drill:
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
 
+    def _start_observer(self, ep: Endpoints, tl: Timeline) -> Observer:
+        """The observers and the watcher of an outermost fault (nested ones share them)."""
+        live = liveness_of(self.target)
+        sources: list[Callable[[], list[ComponentState]]] = [live.liveness] if live is not None else []
+        if self.load is not None:
+            sources.append(self.load.liveness)
+        if live is None:
+            log.warning("the %s target has no liveness capability: a component that dies mid-drill is "
+                        "seen only through what it breaks", self.target.name)
+        self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
+        self._casualty, self._casualty_reverted = None, []
+        self._casualty_handled.clear()
+        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
+                            request_source=self.load.poll if self.load else None, on_tick=self._on_tick,
+                            liveness=sources)
+        observer.start()
+        return observer
+
     @property
     def active(self) -> ActiveFault | None:
         """The innermost fault in effect, if any."""
@@ -301,27 +306,13 @@ class Drill:
                     raise self._casualty_error(f"{label} was not injected")
                 raise TargetUnreachable(f"steady state broken before injecting {label}: "
                                         f"{self._casualty.message}; nothing was injected")
-            snap = tl.copy()
-            latest: dict[str, NodeObs] = {}
-            for o in snap.nodes:
-                if o.t >= t0 and o.node in nodes:
-                    latest[o.node] = o
-            steady = {n for n, o in latest.items() if o.ok and o.version and want <= set(o.routable)}
-            cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)
-            dns = [d for d in snap.dns if d.t >= t0]
-            dns_regions = {r for d in dns if d.ok for r in d.regions}
-            dns_ok = bool(dns) and dns[-1].ok and want <= dns_regions
+            holds, seen = steady_state(tl.copy(), t0, nodes, want)
             load_ok, _, load_seen = self._watcher.baseline_load(now) if outermost else (True, None, "")
-            if now - t0 >= baseline and steady == set(nodes) and cp_seen and dns_ok and load_ok:
+            if now - t0 >= baseline and holds and load_ok:
                 return
             if observer.error is not None or now - t0 > timeout:
-                dns_seen = ("no answer" if not any(d.ok for d in dns) else
-                            f"answered {sorted(dns_regions)}" + ("" if not dns or dns[-1].ok else
-                                                                 ", but not its latest query"))
                 raise TargetUnreachable(
-                    f"steady state not observed within {timeout:g} s before injecting {label}: entry nodes "
-                    f"routing to {sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
-                    f"{'seen' if cp_seen else 'not seen'}; GSLB (expected to answer {sorted(want)}): {dns_seen}"
+                    f"steady state not observed within {timeout:g} s before injecting {label}: {seen}"
                     + (f"; {load_seen}" if load_seen else "") + "; nothing was injected")
             self._tick_progress()
             time.sleep(0.05)

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
 from gameday.targets.base import LOAD_ROLE
-from gameday.timeline import Casualty, ComponentObs, Timeline
+from gameday.timeline import Casualty, ComponentObs, NodeObs, Timeline
 
 
 class LoadGauge(Protocol):
@@ -285,3 +285,28 @@ def abort_error(c: Casualty, reverted: list[tuple[str, float]], not_reverted: li
         parts.append(extra)
     cls = LoadCollapsed if c.what == "load" else ComponentDied
     return cls("; ".join(parts), casualty=c)
+
+
+def steady_state(snap: Timeline, t0: float, nodes: tuple[str, ...], want: set[str]) -> tuple[bool, str]:
+    """The steady-state hypothesis on the observations since *t0*: every entry node in
+    *nodes* answered routing to every region in *want*, the control plane answered, and the
+    GSLB answered its latest query and every region in *want* at least once (its answers
+    are weighted single addresses, so "at least once" is what the baseline can require).
+
+    Returns:
+        (whether it holds, what was seen, for the refusal message).
+    """
+    latest: dict[str, NodeObs] = {}
+    for o in snap.nodes:
+        if o.t >= t0 and o.node in nodes:
+            latest[o.node] = o
+    steady = {n for n, o in latest.items() if o.ok and o.version and want <= set(o.routable)}
+    cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)
+    dns = [d for d in snap.dns if d.t >= t0]
+    dns_regions = {r for d in dns if d.ok for r in d.regions}
+    dns_ok = bool(dns) and dns[-1].ok and want <= dns_regions
+    dns_seen = ("no answer" if not any(d.ok for d in dns) else
+                f"answered {sorted(dns_regions)}" + ("" if dns[-1].ok else ", but not its latest query"))
+    seen = (f"entry nodes routing to {sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
+            f"{'seen' if cp_seen else 'not seen'}; GSLB (expected to answer {sorted(want)}): {dns_seen}")
+    return steady == set(nodes) and cp_seen and dns_ok, seen

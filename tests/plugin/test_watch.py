@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from gameday.observers.watch import InEffect, LoadBounds, Watcher
+from gameday.observers.watch import InEffect, LoadBounds, Watcher, steady_state
 from gameday.targets.base import LOAD_ROLE
-from gameday.timeline import ComponentObs, RequestRec, Timeline
+from gameday.timeline import ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 
@@ -290,3 +290,17 @@ def test_the_baseline_needs_half_the_offered_load_after_the_ramp() -> None:
     ok, _, seen = weak.baseline_load(4.0)
     assert not ok
     assert seen == "achieved load 20.0 req/s over the last 1.0 s of 60 req/s offered (needs >= 50%, 30 req/s)"
+
+
+def test_the_steady_state_needs_the_gslb_s_latest_answer_and_every_region_once() -> None:
+    tl = Timeline(t0=0.0)
+    tl.add(NodeObs(0.5, "gateway-a", True, 3, ("a", "b", "c")))
+    tl.add(CpObs(0.5, 3))
+    tl.add(DnsObs(0.6, True, ("a", "b")))
+    holds, seen = steady_state(tl, 0.0, ("gateway-a",), {"a", "b", "c"})
+    assert not holds and seen.endswith("GSLB (expected to answer ['a', 'b', 'c']): answered ['a', 'b']")
+    tl.add(DnsObs(0.7, True, ("c",)))
+    assert steady_state(tl, 0.0, ("gateway-a",), {"a", "b", "c"})[0]
+    tl.add(DnsObs(0.8, False))  # a GSLB that stopped answering is not steady, whatever it said before
+    holds, seen = steady_state(tl, 0.0, ("gateway-a",), {"a", "b", "c"})
+    assert not holds and seen.endswith("answered ['a', 'b', 'c'], but not its latest query")
