@@ -119,6 +119,9 @@ class Casualty:
     caused it, what was reverted."""
     pid: int | None = None
     caused_by_fault: bool = False
+    """False for every casualty the watcher reports: what a fault in effect stops on purpose
+    is expected dead and never a casualty, so whatever is named died of something else (the
+    fault may have provoked it; the message says what the fault itself stops)."""
     last_alive: float | None = None
     during: str | None = None
     """The innermost fault in effect (``gateway_down b``), or None during the baseline."""

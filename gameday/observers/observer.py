@@ -193,6 +193,10 @@ class Observer:
     async def _live(self, index: int, source: Callable[[], list[ComponentState]]) -> None:
         # In a worker thread: a cluster target's liveness is an API call that may be slow;
         # local reads /proc and returns in about a millisecond.
+        # Stamped when the read began: the state is true somewhere in [begun, returned], and a
+        # read begun before a revert restarted a component must not look like a death after it
+        # (a busy machine can hold the worker thread back for a while).
+        begun = time.monotonic()
         try:
             states = await asyncio.to_thread(source)
         except (GamedayError, OSError) as exc:
@@ -202,14 +206,13 @@ class Observer:
                             index, exc)
             return
         self._liveness_failed.discard(index)
-        now = time.monotonic()
         for s in states:
             if self._alive.get(s.name) != s.alive:
-                self.tl.add(ComponentObs(now, s.name, s.alive, s.pid, s.role, s.detail,
+                self.tl.add(ComponentObs(begun, s.name, s.alive, s.pid, s.role, s.detail,
                                          last_alive=self._last_alive.get(s.name)))
                 self._alive[s.name] = s.alive
             if s.alive:
-                self._last_alive[s.name] = now
+                self._last_alive[s.name] = begun
 
     async def _dns(self) -> None:
         host, port = self.ep.dns_server

@@ -186,9 +186,10 @@ class Watcher:
         else:
             stops = sorted({n for f in faults for n in f.stops})
             labels = ", ".join(f.label for f in faults)
+            verb = "stops" if len(faults) == 1 else "stop"
             cause = ("not caused by a fault" if not faults else
-                     f"not caused by the fault: {labels} stops only {', '.join(stops)}" if stops else
-                     f"not caused by the fault: {labels} stops no component")
+                     f"not caused by the fault: {labels} {verb} only {', '.join(stops)}" if stops else
+                     f"not caused by the fault: {labels} {verb} no component")
             what = "component"
             head = f"{o.name}{pid} exited"
         detail = o.detail.split("; ", 1)[1] if "; " in o.detail else ""
