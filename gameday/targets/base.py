@@ -3,7 +3,9 @@
 A target is anything that implements :class:`Target`. ``local`` (embedded processes),
 ``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig contexts)
 implement it; the drill, the observers and the load generator only ever see this
-interface and the :class:`Endpoints` it returns.
+interface and the :class:`Endpoints` it returns. A target may also offer the optional
+:class:`Liveness` capability (``local`` does, from its pids; ``kind`` and ``kube`` do not
+yet), which the drill's watcher uses to name a component that dies mid-drill.
 """
 
 from __future__ import annotations

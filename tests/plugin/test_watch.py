@@ -123,7 +123,9 @@ def test_a_stalled_load_generator_is_a_load_collapse(drill, load):
         c = info.value.casualty
         print(f"FIGURES stall: named {c.t - stalled:.2f} s after the stall")
         print("MESSAGE", info.value)
-        assert c.t - stalled < 3.5  # the 2.5 s window, 0.5 s lag, less the 10 req/s the bound allows
+        # Named once the 2.5 s window, ending 0.5 s back, holds under the bound's 25 requests:
+        # at most 3.0 s after the stall (measured 2.2 s), plus a few late observer ticks.
+        assert c.t - stalled < 3.5
         assert drill.ledger.pending() == [] and drill.target.fed.is_running("gateway-b")
     finally:
         os.kill(proc.pid, signal.SIGCONT)
