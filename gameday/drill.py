@@ -9,7 +9,10 @@ A game day reads like article 000's::
 
 The fault is written to the ledger before it is injected and reverted on every way out
 of the ``with`` block (normal exit, assertion failure, Ctrl-C, SIGTERM); a stop
-condition reverts it early and aborts the drill.
+condition reverts it early and aborts the drill. So does the watcher
+(:mod:`gameday.observers.watch`) when a component dies that the fault does not stop, or
+the load generator exits or collapses: the drill fails at once naming it, instead of
+minutes later as a verdict it did not cause.
 """
 
 from __future__ import annotations
@@ -27,13 +30,22 @@ from typing import Any
 import pytest
 
 from gameday import preflight
-from gameday.errors import DrillAborted, DrillRefused, FaultError, RestoreIncomplete, TargetUnreachable
+from gameday.errors import (
+    ComponentDied,
+    DrillAborted,
+    DrillRefused,
+    FaultError,
+    LoadCollapsed,
+    RestoreIncomplete,
+    TargetUnreachable,
+)
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
+from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
-from gameday.targets.base import Target
-from gameday.timeline import FaultWindow, NodeObs, Timeline
+from gameday.targets.base import ComponentState, Endpoints, Target, liveness_of
+from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Topology
 from gameday.verdicts.result import DrillResult
 
@@ -95,6 +107,12 @@ class Drill:
         self._regions = target.regions()
         self._last_progress = 0.0
         self._breach_since: float | None = None
+        self._watcher: Watcher | None = None
+        self._casualty: Casualty | None = None
+        self._casualty_reverted: list[ActiveFault] = []
+        self._casualty_handled = threading.Event()
+        """Set once the watcher has reverted what was in effect when it saw the casualty."""
+        self._baseline_start: float | None = None
 
     # -- choices --------------------------------------------------------------------------
     @property
@@ -133,10 +151,13 @@ class Drill:
 
         Raises:
             ConfigError: the fault request is invalid (nothing injected).
-            TargetUnreachable: the federation is not healthy (nothing injected).
+            TargetUnreachable: the federation is not healthy, or a component died or the
+                load fell short during the baseline (nothing injected).
             DrillRefused: the regions left would not carry the load, or clients could not
                 move within the switchover limit (nothing injected).
             DrillAborted: a stop condition reverted the fault early.
+            ComponentDied: a component the fault does not stop died; every fault reverted.
+            LoadCollapsed: the load generator exited or collapsed; every fault reverted.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = check_fault(kind, region, params, self.region_names)
@@ -162,26 +183,33 @@ class Drill:
             tl = Timeline(t0=time.monotonic())
             for _ in self.target.alarm_lines():  # only alarms raised from now on count
                 pass
-            observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
-                                request_source=self.load.poll if self.load else None, on_tick=self._on_tick)
-            observer.start()
+            observer = self._start_observer(ep, tl)
         else:
             tl, observer = parent.result.timeline, parent.observer
+        watcher = self._watcher
+        assert watcher is not None
+        live = liveness_of(self.target)
+        label = f"{kind} {region or ''}".strip()
         survivors = tuple(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
         active: ActiveFault | None = None
         try:
             self._phase = "baseline"
-            tl.mark(time.monotonic(), "baseline")
-            self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost)
+            self._baseline_start = time.monotonic()
+            tl.mark(self._baseline_start, "baseline")
+            self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
+                               outermost=parent is None, label=label)
             entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
+            # Expected dead from before the call: the watcher must not name the fault's own work.
+            watcher.expect(entry.id, InEffect(label, None, live.stopped_by(kind, region) if live else frozenset()))
             self._phase = "inject"
             t_call = time.monotonic()
-            tl.mark(t_call, "inject_call", f"{kind} {region or ''}".strip())
+            tl.mark(t_call, "inject_call", label)
             try:
                 self.target.inject(kind, region, params)
             finally:
                 t_fault = time.monotonic()
-                tl.mark(t_fault, "fault", f"{kind} {region or ''}".strip())
+                tl.mark(t_fault, "fault", label)
+                watcher.took_effect(entry.id, t_fault)
                 self.ledger.update_params(entry.id, params)
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
@@ -191,17 +219,31 @@ class Drill:
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
             )
+            if live is None:
+                result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
+                                            "capability; a dead component shows only as what it breaks")
             active = ActiveFault(window, result, observer, entry.id)
             self._stack.append(active)
             self._phase = "observe"
-            yield active
+            if self._casualty is not None:  # seen while injecting, before the watcher could revert this one
+                self._revert(active, self._casualty.message)
+                raise self._casualty_error()
+            try:
+                yield active
+            except Exception as exc:
+                # The block failed on what the casualty broke (an httpx error from a dead proxy,
+                # a verdict): the casualty is the cause the user must see first.
+                if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
+                    raise self._casualty_error() from exc
+                raise
         finally:
             try:
                 if active is not None:
-                    self._revert(active, reason=None)
-                    self._phase = "restore"
-                    self._wait_restored(active, restore_timeout, already_lost)
-                    time.sleep(observe_after)
+                    self._revert(active, reason=self._casualty.message if self._casualty else None)
+                    if self._casualty is None:  # with a casualty there is no steady state to wait for
+                        self._phase = "restore"
+                        self._wait_restored(active, restore_timeout, already_lost)
+                        self._sleep_watching(observe_after)
             finally:
                 if active is not None and active in self._stack:
                     self._stack.remove(active)
@@ -209,13 +251,34 @@ class Drill:
                     observer.stop()
                     self._phase = "done"
                 if active is not None:
+                    active.result.casualty = self._casualty
                     self.results.append(active.result)
                     if self.on_result is not None:
                         self.on_result(active.result)
+        if self._casualty is not None:
+            raise self._casualty_error()
         if observer.error is not None:
             raise FaultError(f"observer failed during the drill: {observer.error!r}") from observer.error
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
+
+    def _start_observer(self, ep: Endpoints, tl: Timeline) -> Observer:
+        """The observers and the watcher of an outermost fault (nested ones share them)."""
+        live = liveness_of(self.target)
+        sources: list[Callable[[], list[ComponentState]]] = [live.liveness] if live is not None else []
+        if self.load is not None:
+            sources.append(self.load.liveness)
+        if live is None:
+            log.warning("the %s target has no liveness capability: a component that dies mid-drill is "
+                        "seen only through what it breaks", self.target.name)
+        self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
+        self._casualty, self._casualty_reverted = None, []
+        self._casualty_handled.clear()
+        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
+                            request_source=self.load.poll if self.load else None, on_tick=self._on_tick,
+                            liveness=sources)
+        observer.start()
+        return observer
 
     @property
     def active(self) -> ActiveFault | None:
@@ -284,32 +347,38 @@ class Drill:
         raise pytest.skip.Exception("\n".join(plan), _use_item_location=True)
 
     def _steady_state(self, observer: Observer, tl: Timeline, baseline: float, *, nodes: tuple[str, ...],
-                      lost: tuple[str, ...], timeout: float = 20.0) -> None:
+                      lost: tuple[str, ...], outermost: bool, label: str, timeout: float = 20.0) -> None:
         """Observe at least *baseline* seconds in which every entry node in *nodes* answered
-        routing to every region outside *lost*, and the control plane answered (the
-        steady-state hypothesis before the fault).
+        routing to every region outside *lost*, the control plane answered, the GSLB
+        answered (its latest answer, and every region outside *lost* at least once), and -
+        before the outermost fault, with a load generator attached - the load was achieved
+        (the steady-state hypothesis before the fault). Inside an enclosing fault the load
+        is judged by the watcher's collapse bound instead: the enclosing fault may slow it.
 
         Raises:
-            TargetUnreachable: the observers could not see that in *timeout*; nothing injected.
+            TargetUnreachable: a component died or the load generator exited (at once), or
+                the rest was not seen in *timeout*; nothing was injected.
+            ComponentDied, LoadCollapsed: the same inside an enclosing fault, which the
+                watcher reverted.
         """
         t0 = time.monotonic()
         want = {r for r in self.region_names if r not in lost}
+        assert self._watcher is not None
         while True:
             now = time.monotonic()
-            snap = tl.copy()
-            latest: dict[str, NodeObs] = {}
-            for o in snap.nodes:
-                if o.t >= t0 and o.node in nodes:
-                    latest[o.node] = o
-            steady = {n for n, o in latest.items() if o.ok and o.version and want <= set(o.routable)}
-            cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)
-            if now - t0 >= baseline and steady == set(nodes) and cp_seen:
+            if self._casualty is not None:
+                if not outermost:
+                    raise self._casualty_error(f"{label} was not injected")
+                raise TargetUnreachable(f"steady state broken before injecting {label}: "
+                                        f"{self._casualty.message}; nothing was injected")
+            holds, seen = steady_state(tl.copy(), t0, nodes, want)
+            load_ok, _, load_seen = self._watcher.baseline_load(now) if outermost else (True, None, "")
+            if now - t0 >= baseline and holds and load_ok:
                 return
             if observer.error is not None or now - t0 > timeout:
                 raise TargetUnreachable(
-                    f"steady state not observed within {timeout:g} s before injecting: entry nodes routing to "
-                    f"{sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
-                    f"{'seen' if cp_seen else 'not seen'}; nothing was injected")
+                    f"steady state not observed within {timeout:g} s before injecting {label}: {seen}"
+                    + (f"; {load_seen}" if load_seen else "") + "; nothing was injected")
             self._tick_progress()
             time.sleep(0.05)
 
@@ -326,10 +395,14 @@ class Drill:
                     f"reverting {w.kind} {w.region or ''} failed; the ledger keeps it: run `gameday restore`"
                 ) from exc
             w.t_revert = time.monotonic()
+            if self._watcher is not None:
+                self._watcher.unexpect(active.ledger_id, w.t_revert)
             active.result.timeline.mark(w.t_revert, "revert", reason or "")
             active.reverted = True
             if reason:
                 w.aborted = reason
+            if self._casualty is not None and reason == self._casualty.message:
+                self._casualty_reverted.append(active)
             self.ledger.remove(active.ledger_id)
 
     def _wait_restored(self, active: ActiveFault, timeout: float, still_lost: tuple[str, ...] = ()) -> None:
@@ -342,6 +415,8 @@ class Drill:
         w = active.window
         assert w.t_revert is not None
         while time.monotonic() < deadline:
+            if self._casualty is not None:  # no steady state is coming back: say why now
+                raise self._casualty_error()
             snap = active.result.timeline.copy()
             latest: dict[str, NodeObs] = {}
             for o in snap.nodes:
@@ -405,6 +480,9 @@ class Drill:
         return fault.result
 
     def _check(self, fault: ActiveFault) -> None:
+        if self._casualty is not None:
+            self.progress(self._progress_line(fault, time.monotonic(), 0.0))  # now, not at the next 0.5 s
+            raise self._casualty_error()
         if fault.window.aborted:
             raise DrillAborted(f"stop condition: {fault.window.aborted}")
         if fault.observer.error is not None:
@@ -414,11 +492,53 @@ class Drill:
     _phase = "idle"
 
     def _on_tick(self, now: float) -> None:
-        """Observer thread, every tick: evaluate the stop condition."""
+        """Observer thread, every tick: evaluate the stop condition and the watcher."""
         active = self.active
         ratio, n = self._recent_error_ratio(active, now)
         if active is not None and not active.reverted:
             self._stop_condition(active, now, ratio, n)
+        self._watch(now)
+
+    def _watch(self, now: float) -> None:
+        """A casualty fails the drill at once: mark it, then revert every fault in effect,
+        innermost first (the stop condition's path); the test thread raises it."""
+        watcher = self._watcher
+        if watcher is None or self._casualty is not None:
+            return
+        c = watcher.check(now, baseline_start=self._baseline_start)
+        if c is None:
+            return
+        log.error("%s", c.message)
+        self._casualty = c
+        try:
+            active = self.active
+            tl = active.result.timeline if active is not None else watcher.tl
+            tl.mark(c.t, "component_died" if c.what == "component" else "load_collapsed", c.message)
+            for f in reversed(list(self._stack)):
+                try:
+                    self._revert(f, c.message)
+                except RestoreIncomplete:
+                    log.exception("could not revert %s after %s", f.window.kind, c.name)
+        finally:
+            self._casualty_handled.set()
+
+    def _casualty_error(self, extra: str = "") -> DrillAborted:
+        """The error the test thread raises for the casualty, once the watcher's reverts are done."""
+        c = self._casualty
+        assert c is not None
+        self._casualty_handled.wait(120)  # a revert waits for its component to listen (15 s each, at most)
+        done = [(f"{f.window.kind} {f.window.region or ''}".rstrip(), (f.window.t_revert or 0) - f.window.t_fault)
+                for f in self._casualty_reverted if f.window.t_revert is not None]
+        failed = [f"{f.window.kind} {f.window.region or ''}".rstrip() for f in self._stack if not f.reverted]
+        return abort_error(c, done, failed, extra)
+
+    def _sleep_watching(self, seconds: float) -> None:
+        """Sleep *seconds*, but raise a casualty as soon as the watcher sees one."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if self._casualty is not None:
+                raise self._casualty_error()
+            time.sleep(min(0.1, left))
 
     def _tick_progress(self) -> None:
         """Main thread (the progress writer may suspend output capture): the live line."""
@@ -457,8 +577,12 @@ class Drill:
                     log.exception("stop condition could not revert %s", f.window.kind)
 
     def _progress_line(self, active: ActiveFault | None, now: float, ratio: float) -> str:
+        c = self._casualty
+        if c is not None:
+            return f"[gameday] FAILING: {c.message}"[:240]
+        watched = self._watcher.summary(now) if self._watcher is not None and self._phase != "done" else ""
         if active is None:
-            return f"[gameday] {self._phase}"
+            return f"[gameday] {self._phase}  {watched}".rstrip()
         w = active.window
         tl = active.result.timeline
         parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+.1f}s"]
@@ -473,4 +597,6 @@ class Drill:
             moved = sum(1 for o in surv if o.ok and w.region not in o.routable)
             parts.append(f"entry nodes switched {moved}/{len(active.result.survivors)}")
         parts.append(f"client errors {ratio:.1%}")
+        if watched:
+            parts.append(watched)
         return "  ".join(parts)

@@ -11,6 +11,8 @@ Every error gameday raises on purpose derives from :class:`GamedayError`::
     │   └── RestoreIncomplete       a revert failed; the ledger still holds the entry
     ├── LoadError                   the load generator failed to start or report
     ├── DrillAborted                a stop condition fired; the fault was reverted
+    │   ├── ComponentDied           a component exited that the fault does not stop
+    │   └── LoadCollapsed           the load generator exited or stopped offering the load
     ├── DrillRefused                the drill would break more than capacity allows; nothing injected
     └── TransientError              a retryable failure (timeouts, connection refused)
 
@@ -19,6 +21,11 @@ what was expected, what was seen, where and when.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gameday.timeline import Casualty
 
 
 class GamedayError(Exception):
@@ -63,6 +70,25 @@ class LoadError(GamedayError):
 
 class DrillAborted(GamedayError):
     """A stop condition fired during a drill; the fault was reverted at once."""
+
+
+class ComponentDied(DrillAborted):
+    """A federation component exited mid-drill that the fault in effect does not stop; every
+    fault was reverted at once. ``casualty`` (a :class:`gameday.timeline.Casualty`) says
+    which component, its pid, when, and whether the fault caused it."""
+
+    def __init__(self, message: str, *, casualty: Casualty | None = None) -> None:
+        self.casualty = casualty
+        super().__init__(message)
+
+
+class LoadCollapsed(DrillAborted):
+    """The load generator exited, or its achieved rate collapsed, mid-drill: the verdicts
+    would judge a load nobody offered, so every fault was reverted at once."""
+
+    def __init__(self, message: str, *, casualty: Casualty | None = None) -> None:
+        self.casualty = casualty
+        super().__init__(message)
 
 
 class DrillRefused(GamedayError):

@@ -90,6 +90,50 @@ class RequestRec:
 
 
 @dataclass(frozen=True, slots=True)
+class ComponentObs:
+    """A process seen alive or dead at ``t``; recorded when its state changes (and once at
+    the start), so the list reads as the component's history."""
+
+    t: float
+    name: str
+    alive: bool
+    pid: int | None = None
+    role: str = ""
+    detail: str = ""
+    last_alive: float | None = None
+    """For a death: when it was last seen alive (it died in ``(last_alive, t]``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Casualty:
+    """Why the watcher failed a drill: a component died, or the load generator collapsed."""
+
+    t: float
+    """When the watcher saw it (its first observation of the death or the collapse)."""
+    what: str
+    """``component`` or ``load``."""
+    name: str
+    """The component (``proxy-b``, ``nats``, ``locust``)."""
+    message: str
+    """The whole sentence: what, which pid, when relative to the fault, whether the fault
+    caused it, what was reverted."""
+    pid: int | None = None
+    caused_by_fault: bool = False
+    """False for every casualty the watcher reports: what a fault in effect stops on purpose
+    is expected dead and never a casualty, so whatever is named died of something else (the
+    fault may have provoked it; the message says what the fault itself stops)."""
+    last_alive: float | None = None
+    during: str | None = None
+    """The innermost fault in effect (``gateway_down b``), or None during the baseline."""
+
+    def as_dict(self, t_ref: float) -> dict[str, object]:
+        """Plain data for the report, times in seconds relative to *t_ref* (the fault)."""
+        return {"what": self.what, "name": self.name, "pid": self.pid, "t_s": round(self.t - t_ref, 3),
+                "last_alive_s": None if self.last_alive is None else round(self.last_alive - t_ref, 3),
+                "caused_by_fault": self.caused_by_fault, "during": self.during, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
 class Mark:
     """A phase boundary of the drill (``baseline``, ``inject_call``, ``fault``, ...)."""
 
@@ -110,9 +154,10 @@ class Timeline:
     util: list[UtilObs] = field(default_factory=list)
     requests: list[RequestRec] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    liveness: list[ComponentObs] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, obs: NodeObs | DnsObs | CpObs | AlarmObs | UtilObs | RequestRec | Mark) -> None:
+    def add(self, obs: NodeObs | DnsObs | CpObs | AlarmObs | UtilObs | RequestRec | Mark | ComponentObs) -> None:
         with self._lock:
             if isinstance(obs, NodeObs):
                 self.nodes.append(obs)
@@ -126,6 +171,8 @@ class Timeline:
                 self.util.append(obs)
             elif isinstance(obs, RequestRec):
                 self.requests.append(obs)
+            elif isinstance(obs, ComponentObs):
+                self.liveness.append(obs)
             else:
                 self.marks.append(obs)
 
@@ -153,6 +200,7 @@ class Timeline:
                 t0=self.t0, nodes=list(self.nodes), dns=list(self.dns), cp=list(self.cp),
                 alarms=list(self.alarms), util=list(self.util),
                 requests=sorted(self.requests, key=lambda r: r.t), marks=list(self.marks),
+                liveness=list(self.liveness),
             )
 
 

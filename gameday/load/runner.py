@@ -20,10 +20,11 @@ from types import TracebackType
 
 from gameday.errors import LoadError
 from gameday.fedapp.plan import free_port
-from gameday.targets.base import Endpoints
+from gameday.targets.base import LOAD_ROLE, ComponentState, Endpoints
 from gameday.timeline import RequestRec
 
 BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+_SIGNALS = {int(s) for s in signal.Signals}
 
 
 class LoadRunner:
@@ -146,6 +147,47 @@ class LoadRunner:
         """Requests/s sent in [start, end]."""
         n = sum(1 for r in self.records if start <= r.t < end)
         return n / (end - start) if end > start else 0.0
+
+    # -- liveness and achieved load (read by the drill's watcher, from the observer thread) --
+    def liveness(self) -> list[ComponentState]:
+        """Every locust process, alive or exited (with its exit code); empty once stopped."""
+        out = []
+        for i, p in enumerate(list(self.procs)):
+            name = "locust" if self.workers <= 0 else ("locust-master" if i == 0 else f"locust-worker-{i}")
+            rc = p.poll()
+            detail = "" if rc is None else (
+                f"exited with code {rc}" + (f" ({signal.Signals(-rc).name})" if rc < 0 and -rc in _SIGNALS else "")
+                + f"; see {self.workdir / 'locust.log'}")
+            out.append(ComponentState(name, rc is None, p.pid, LOAD_ROLE, detail))
+        return out
+
+    @property
+    def first_request_at(self) -> float | None:
+        """Send time of the first recorded request (the ramp is measured from it)."""
+        recs = self.records[:500]  # the first poll holds the earliest records of every process
+        return min(r.t for r in recs) if recs else None
+
+    def completed_rate(self, start: float, end: float) -> float:
+        """Requests/s *completed* (send time + latency) in [start, end).
+
+        Completion, not send time: a request sent just before *end* is recorded only when it
+        completes, so counting by send time would under-count the newest second. Reads the
+        records from the end (they are appended about in time order), so it stays cheap
+        at 10 Hz however long the run.
+        """
+        if end <= start:
+            return 0.0
+        slack = 2 * self.timeout + 5.0  # out of order by at most a request's life and a poll
+        n = 0
+        recs = self.records  # only ever appended to (by the observer thread): index from the end
+        for i in range(len(recs) - 1, -1, -1):
+            r = recs[i]
+            done = r.t + r.latency
+            if start <= done < end:
+                n += 1
+            elif r.t < start - slack:
+                break
+        return n / (end - start)
 
     def stop(self) -> None:
         """Stop every locust process (SIGTERM, then SIGKILL after 10 s) and read the rest."""

@@ -4,8 +4,10 @@ Each tick, concurrently: sample the GSLB's answers (dnspython, UDP), read every 
 node's ``/status`` and the control plane's ``/status`` (httpx), and - at a lower rate -
 the apps' utilisation. Where the target allows, the control plane's version broadcast
 is subscribed to as well (NATS). Alarm lines from the entry nodes' logs and the load
-generator's request records are collected every tick. Every observation is stamped
-with ``time.monotonic()`` when its answer arrived.
+generator's request records are collected every tick, and so is every process's
+liveness (the target's, where it has the capability, and the load generator's),
+recorded on the timeline when it changes. Every observation is stamped with
+``time.monotonic()`` when its answer arrived.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ import dns.message
 import dns.rdatatype
 import httpx
 
-from gameday.targets.base import Endpoints, RegionInfo
-from gameday.timeline import AlarmObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline, UtilObs
+from gameday.errors import GamedayError
+from gameday.targets.base import ComponentState, Endpoints, RegionInfo
+from gameday.timeline import AlarmObs, ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline, UtilObs
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +51,7 @@ class Observer:
         alarm_source: Callable[[], Iterator[tuple[str, str]]] | None = None,
         request_source: Callable[[], list[RequestRec]] | None = None,
         on_tick: Callable[[float], None] | None = None,
+        liveness: list[Callable[[], list[ComponentState]]] | None = None,
     ) -> None:
         """
         Args:
@@ -58,6 +62,8 @@ class Observer:
             alarm_source: yields new ``(node, log line)`` pairs (the target's logs).
             request_source: returns new load-generator request records.
             on_tick: called in the observer thread after every tick with its time.
+            liveness: each returns every process it knows, alive or not (the target's
+                liveness capability, the load generator's processes); read every tick.
         """
         if interval > 0.1:
             raise ValueError(f"observer interval {interval} s is slower than the 10 Hz DESIGN.md requires")
@@ -71,6 +77,10 @@ class Observer:
         self.alarm_source = alarm_source
         self.request_source = request_source
         self.on_tick = on_tick
+        self.liveness = liveness or []
+        self._alive: dict[str, bool] = {}
+        self._last_alive: dict[str, float] = {}
+        self._liveness_failed: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -151,6 +161,8 @@ class Observer:
         if self.ticks % self.util_every == 0:
             for r, urls in self.ep.utilisation.items():
                 self._spawn(("util", r), self._util(http, r, urls))
+        for i, source in enumerate(self.liveness):
+            self._spawn(("liveness", str(i)), self._live(i, source))
         await asyncio.gather(self._dns(), self._cp(http))
         self._collect_logs_and_requests()
 
@@ -177,6 +189,30 @@ class Observer:
             recs = self.request_source()
             if recs:
                 self.tl.extend_requests(recs)
+
+    async def _live(self, index: int, source: Callable[[], list[ComponentState]]) -> None:
+        # In a worker thread: a cluster target's liveness is an API call that may be slow;
+        # local reads /proc and returns in about a millisecond.
+        # Stamped when the read began: the state is true somewhere in [begun, returned], and a
+        # read begun before a revert restarted a component must not look like a death after it
+        # (a busy machine can hold the worker thread back for a while).
+        begun = time.monotonic()
+        try:
+            states = await asyncio.to_thread(source)
+        except (GamedayError, OSError) as exc:
+            if index not in self._liveness_failed:  # once: a flapping API must not flood the log
+                self._liveness_failed.add(index)
+                log.warning("liveness source %d failed (%r); its components are not watched until it answers",
+                            index, exc)
+            return
+        self._liveness_failed.discard(index)
+        for s in states:
+            if self._alive.get(s.name) != s.alive:
+                self.tl.add(ComponentObs(begun, s.name, s.alive, s.pid, s.role, s.detail,
+                                         last_alive=self._last_alive.get(s.name)))
+                self._alive[s.name] = s.alive
+            if s.alive:
+                self._last_alive[s.name] = begun
 
     async def _dns(self) -> None:
         host, port = self.ep.dns_server

@@ -3,7 +3,9 @@
 A target is anything that implements :class:`Target`. ``local`` (embedded processes),
 ``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig contexts)
 implement it; the drill, the observers and the load generator only ever see this
-interface and the :class:`Endpoints` it returns.
+interface and the :class:`Endpoints` it returns. A target may also offer the optional
+:class:`Liveness` capability (``local`` does, from its pids; ``kind`` and ``kube`` do not
+yet), which the drill's watcher uses to name a component that dies mid-drill.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+LOAD_ROLE = "load"
+"""The :attr:`ComponentState.role` of a load-generator process (not part of the federation)."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,44 @@ class Endpoints:
         """
         base = status_url[: -len("/status")] if status_url.endswith("/status") else status_url.rstrip("/")
         return base + path
+
+
+@dataclass(frozen=True)
+class ComponentState:
+    """Whether one process (a federation component or a load generator) is alive right now."""
+
+    name: str
+    """``proxy-b``, ``nats``, ``locust``: the name messages use."""
+    alive: bool
+    pid: int | None = None
+    """Where the target knows one (local: always); None elsewhere."""
+    role: str = ""
+    """``proxy``, ``gateway``, ... or :data:`LOAD_ROLE`."""
+    detail: str = ""
+    """Why it is not alive, in the target's words (``not running``, ``exited with code -9``),
+    and where to look (its log)."""
+
+
+@runtime_checkable
+class Liveness(Protocol):
+    """An optional target capability: which components run, from the target's own truth
+    (local: the pids it started; a cluster: pod and Deployment status).
+
+    A target without it is still drilled; the drill then says liveness is not observed
+    and a dead component shows only as what it breaks (an entry node that stops answering).
+    """
+
+    def liveness(self) -> list[ComponentState]:
+        """Every component, alive or not, now. Cheap: the observer calls it at 10 Hz."""
+
+    def stopped_by(self, kind: str, region: str | None) -> frozenset[str]:
+        """Names of the components fault *kind* (on *region*) stops on purpose while it is in
+        effect: they are expected dead, not casualties (local ``gateway_down b``: ``gateway-b``)."""
+
+
+def liveness_of(target: object) -> Liveness | None:
+    """*target*'s liveness capability, or None when it has none."""
+    return target if isinstance(target, Liveness) else None
 
 
 @runtime_checkable

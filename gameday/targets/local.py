@@ -11,14 +11,23 @@ from typing import Any
 import httpx
 
 from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
-from gameday.fedapp.federation import LocalFederation
+from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.fedapp.wire import broadcast_subject
 from gameday.release import plan_release
-from gameday.targets.base import Endpoints, RegionInfo
+from gameday.targets.base import ComponentState, Endpoints, RegionInfo
 from gameday.topology import Topology
 
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
+
+STOPS: dict[str, tuple[str, signal.Signals]] = {
+    "gateway_down": ("gateway-{region}", signal.SIGTERM),
+    "control_plane_down": ("controlplane", signal.SIGKILL),
+    "bus_down": ("nats", signal.SIGKILL),
+}
+"""Faults that stop one component: its name (``{region}`` filled in) and the signal; the
+revert starts it again. One table for inject, revert and :meth:`LocalTarget.stopped_by`
+(the watcher must not mistake the fault's own work for a casualty)."""
 
 
 _FAULT_PLAN: dict[str, tuple[str, str]] = {
@@ -131,17 +140,14 @@ class LocalTarget:
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         f = self.fed
-        if kind == "gateway_down":
-            f.stop_component(f"gateway-{region}", signal.SIGTERM)
+        if kind in STOPS:
+            name, sig = STOPS[kind]
+            f.stop_component(name.format(region=region), sig)
         elif kind == "gateway_hung":
             f.pause(f"gateway-{region}")
         elif kind == "region_blackhole":
             for name in f.region_components(str(region)):
                 f.pause(name)
-        elif kind == "control_plane_down":
-            f.stop_component("controlplane", signal.SIGKILL)
-        elif kind == "bus_down":
-            f.stop_component("nats", signal.SIGKILL)
         elif kind == "sync_delay":
             before = f.set_broadcast_delay(float(params.get("seconds", 0.0)))
             params["previous"] = before  # recorded so the revert is exact
@@ -171,17 +177,13 @@ class LocalTarget:
     def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         f = self.fed
         try:
-            if kind == "gateway_down":
-                f.start_component(f"gateway-{region}")
+            if kind in STOPS:
+                f.start_component(STOPS[kind][0].format(region=region))
             elif kind == "gateway_hung":
                 f.resume(f"gateway-{region}")
             elif kind == "region_blackhole":
                 for name in f.region_components(str(region)):
                     f.resume(name)
-            elif kind == "control_plane_down":
-                f.start_component("controlplane")
-            elif kind == "bus_down":
-                f.start_component("nats")
             elif kind == "sync_delay":
                 f.set_broadcast_delay(float(params.get("previous", 0.0)))
             elif kind in ("probe_flap", "gateway_blip", "gateway_unready"):
@@ -204,6 +206,31 @@ class LocalTarget:
                 raise ConfigError(f"local target: unknown fault {kind!r}")
         except ComponentFailed as exc:
             raise FaultError(f"reverting {kind} {region or ''}: {exc}") from exc
+
+    # -- liveness (the drill's watcher) ------------------------------------------------------
+    def liveness(self) -> list[ComponentState]:
+        """Every component from the pids this federation started: alive when its pid runs
+        with the start time recorded for it (a reused pid is not mistaken for it).
+
+        A paused component (a hang fault) is alive; one whose pid the federation cleared
+        was stopped on purpose and is reported not running.
+        """
+        out = []
+        for name, c in self.fed.components.items():
+            pid, starttime = c.pid, c.starttime  # read once: a revert may be restarting it
+            log = self.fed.logdir / f"{name}.log"
+            if pid is None:
+                out.append(ComponentState(name, False, None, c.role, f"not running; see {log}"))
+            elif pid_alive(pid, starttime):
+                out.append(ComponentState(name, True, pid, c.role))
+            else:
+                out.append(ComponentState(name, False, pid, c.role, f"exited; see {log}"))
+        return out
+
+    def stopped_by(self, kind: str, region: str | None) -> frozenset[str]:
+        if kind in STOPS:
+            return frozenset({STOPS[kind][0].format(region=region)})
+        return frozenset()  # the others pause, fail probes or reconfigure: nothing exits
 
     def _apps(self, region: str) -> list[str]:
         return [n for n in self.fed.region_components(region) if self.fed.components[n].role == "app"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gameday.settings import SLO
-from gameday.timeline import FaultWindow, Timeline
+from gameday.timeline import Casualty, FaultWindow, Timeline
 from gameday.verdicts.capacity import dynamic_headroom, stale_alarms, static_headroom
 from gameday.verdicts.measure import (
     Check,
@@ -61,6 +61,8 @@ class DrillResult:
     """Set by ``drill.observe_switchover``: the figures were waited for, so report them."""
     notes: dict[str, object] = field(default_factory=dict)
     """Extra figures a drill records (inside the fault block) for the report."""
+    casualty: Casualty | None = None
+    """Why the watcher failed the drill (a component died, the load collapsed), if it did."""
 
     # -- figures -----------------------------------------------------------------------
     @property
@@ -260,6 +262,8 @@ class DrillResult:
             "injection_uncertainty_s": round(self.fault.injection_uncertainty, 4),
             "aborted": self.fault.aborted,
         }
+        if self.casualty is not None:
+            out["casualty"] = self.casualty.as_dict(self.fault.t_fault)
         for name, f in self.figures().items():
             out[name] = f.as_dict()
         end = self.fault.t_restored or time.monotonic()
