@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import resource
 import time
 from pathlib import Path
 from typing import Any
 
-from common import BenchResult, fmt, md_table, median, percentile, running_federation, scaled_topology
+from common import BenchResult, fmt, loadavg, md_table, median, percentile, running_federation, scaled_topology
 from scale import PROFILES
 
 from gameday.observers.observer import Observer, PollRate
@@ -37,17 +38,26 @@ REGIONS = 30
 NOMINAL_HZ = 10.0
 
 
-def _observe(target: LocalTarget, sources: Sources, seconds: float) -> tuple[dict[str, PollRate], Timeline]:
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _observe(target: LocalTarget, sources: Sources, seconds: float) -> tuple[dict[str, PollRate], Timeline, float]:
+    """Observe for *seconds*; also the harness's CPU use meanwhile, in cores (this process
+    only sleeps besides the observer thread, so it is the observer's)."""
     tl = Timeline(t0=time.monotonic())
     obs = Observer(sources, target.regions(), tl)
+    c0, t0 = _cpu(), time.monotonic()
     obs.start()
     try:
         time.sleep(seconds)
     finally:
         obs.stop()
+    cores = (_cpu() - c0) / (time.monotonic() - t0)
     if obs.error is not None:
         raise obs.error
-    return obs.poll_rates(), tl
+    return obs.poll_rates(), tl, cores
 
 
 def _round_stats(rates: dict[str, PollRate], tl: Timeline, nodes: list[str]) -> dict[str, Any]:
@@ -91,8 +101,9 @@ def run(quick: bool) -> BenchResult:
                         utilisation={r: u for r, u in full.utilisation.items() if r in keep})
                 else:
                     src = full
-                rates, tl = _observe(target, src, seconds)
-                samples[side].append(_round_stats(rates, tl, [n.name for n in src.entry_nodes]))
+                rates, tl, cores = _observe(target, src, seconds)
+                samples[side].append({**_round_stats(rates, tl, [n.name for n in src.entry_nodes]),
+                                      "observer_cpu_cores": round(cores, 3), "loadavg": loadavg()})
     ratios = [b["node_hz_median"] / a["node_hz_median"] for a, b in zip(samples["6"], samples["60"], strict=True)]
     res.data = {"regions": REGIONS, "bringup_s": round(bringup, 1), "round_s": seconds, "rounds": samples,
                 "ratio_60_over_6": [round(r, 3) for r in ratios]}
@@ -107,11 +118,14 @@ def run(quick: bool) -> BenchResult:
                      sum(x["node_skipped"] for x in s),
                      fmt(median([x["dns_hz"] for x in s]), 2), fmt(median([x["cp_hz"] for x in s]), 2),
                      fmt(min(x["alarm_hz_min"] for x in s), 2),
+                     fmt(median([x["observer_cpu_cores"] for x in s]), 2),
+                     fmt(median([x["loadavg"][0] for x in s]), 1),
                      "PASS" if side == "60" and min(x["node_hz_min"] for x in s) >= 0.9 * NOMINAL_HZ else
                      ("FAIL" if side == "60" else "")])
     res.tables.append(md_table(
         ["entry nodes", "node Hz (median)", "node Hz (min)", "node gap p50 ms", "node gap p99 ms",
-         "node gap max ms", "skipped polls", "dns Hz", "cp Hz", "alarm Hz (min)", "target >= 9 Hz per node @60"],
+         "node gap max ms", "skipped polls", "dns Hz", "cp Hz", "alarm Hz (min)", "observer CPU (cores)",
+         "load avg (1 min)", "target >= 9 Hz per node @60"],
         rows))
     res.tables.append(md_table(["round", "60-node / 6-node median node rate"],
                                [[i + 1, fmt(r, 3)] for i, r in enumerate(ratios)]))
@@ -119,7 +133,9 @@ def run(quick: bool) -> BenchResult:
         f"{rounds} rounds of {seconds:g} s per side, alternating, on one {REGIONS}-region federation "
         f"(bring-up {bringup:.0f} s, `prod` timing). Rates are polls answered per second over the round "
         "(as a drill records them); a gap is the time between two answered polls of one node; a skipped "
-        "poll is a tick at which that source's previous read was still in flight. Sources behind "
+        "poll is a tick at which that source's previous read was still in flight; alarm sources are read on "
+        "the tick itself, so their rate is the observer's tick rate. Observer CPU: this process's CPU time "
+        "over the round (its main thread only sleeps). Sources behind "
         "(< 80 % of nominal) per round: " + "; ".join(
             f"{side}: {[x['behind'] for x in samples[side]]}" for side in ("6", "60")))
     return res

@@ -146,8 +146,8 @@ def test_kill_9_then_gameday_restore_leaves_everything_healthy(pytester: pytest.
         LocalFederation.attach(fed_dir).wait_ready(30)  # every component healthy, routing to every region
 
         again = _gameday("restore", cwd=pytester.path)  # nothing pending; stops the orphan
-        assert "is empty: nothing to restore" in again.stdout
-        assert "stopped 1 orphaned federation" in again.stdout
+        assert ": nothing to restore" in again.stdout, again.stdout
+        assert "stopped 1 orphaned federation" in again.stdout, again.stdout
         assert not LocalFederation.attach(fed_dir).any_running()
     finally:
         if proc.poll() is None:
