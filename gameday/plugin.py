@@ -63,6 +63,15 @@ def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
     return None, "default"
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None, None, None]:
+    # Before pytest's capture starts (in this same hook): keep a copy of stderr so that
+    # "still reverting" reaches the user while a test's output is being captured.
+    gsession.keep_stderr()
+    return (yield)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
@@ -87,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = gsession.SessionState(settings)
     gsession.prepare(config, state)
     config.stash[STATE_KEY] = state
-    gsession.install_sigterm_handler(state)
+    gsession.install_signal_handlers(config, state)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -99,7 +108,7 @@ def pytest_configure_node(node: Any) -> None:  # pytest-xdist hook (only called 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
-        gsession.uninstall_sigterm_handler(state)
+        gsession.uninstall_signal_handlers(state)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
