@@ -201,7 +201,8 @@ class _Supervisor:
         pending = self._pending()
         self._say(f"gameday: {signal_name(signum)} again: still reverting: "
                   + (", ".join(pending) + f" (in the ledger {self.ledger})" if pending else
-                     "nothing left in the ledger; pytest is stopping the load and the federation")
+                     "nothing left in the ledger; pytest is finishing (the steady-state check after the revert, "
+                     "then stopping the load and the federation)")
                   + f"; waiting for pytest (pid {pid})")
 
     def _read_acks(self) -> None:
