@@ -407,8 +407,8 @@ def test_kill_9_as_locust_starts_then_restore_leaves_no_process(pytester: pytest
         os.kill(proc.pid, signal.SIGKILL)  # locust is still importing itself: ~1-2 s before it runs
         proc.wait(10)
         assert leftovers(tag) == []
-        restored = subprocess.run([sys.executable, "-m", "gameday.cli", "restore"], cwd=pytester.path,
-                                  capture_output=True, text=True, timeout=120, check=False)
+        restored = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", "--reports", "reports"],
+                                  cwd=pytester.path, capture_output=True, text=True, timeout=120, check=False)
         assert restored.returncode == 0, restored.stdout + restored.stderr
         assert "Traceback" not in restored.stderr
         assert leftovers(tag, timeout=0) == []
