@@ -36,7 +36,7 @@ DEFAULT_REPORTS = Path("reports")
 
 RUN_DIR_ENV = "GAMEDAY_RUN_DIR"  # read by gameday.session.prepare (not imported: it pulls in pytest)
 
-ACK_GRACE = 0.5
+ACK_GRACE = 1.0
 """Seconds pytest has to acknowledge a signal that reached the wrapper before the
 wrapper forwards it (a signal to the whole process group reaches pytest by itself)."""
 

@@ -60,20 +60,37 @@ class Interrupts:
         self._shields: list[str] = []
         self._held: dict[str, str] = {}
         self._previous: dict[int, Any] = {}
+        self._installs = 0
 
     # -- installation ------------------------------------------------------------------------
     def install(self, *, ack_path: Path | None = None) -> None:
-        """Handle SIGINT and SIGTERM from now on (main thread only; elsewhere a no-op)."""
+        """Handle SIGINT and SIGTERM from now on (main thread only; elsewhere a no-op).
+
+        Nests (a pytest session run in-process inside another, as ``pytester`` does): only
+        the outermost install resets the state and only its uninstall restores the
+        previous handlers.
+        """
         if threading.current_thread() is not threading.main_thread():
             return
+        self._installs += 1
+        if self._installs > 1:
+            return
+        self.first = self.first_at = None
+        self.raised, self.count = False, 0
+        self._shields.clear()
+        self._held.clear()
         self.ack_path = ack_path
         for sig in HANDLED:
             self._previous[sig] = signal.signal(sig, self._on_signal)
 
     def uninstall(self) -> None:
-        with contextlib.suppress(ValueError):
-            for sig, prev in self._previous.items():
-                signal.signal(sig, prev)
+        if threading.current_thread() is not threading.main_thread() or self._installs == 0:
+            return
+        self._installs -= 1
+        if self._installs:
+            return
+        for sig, prev in self._previous.items():
+            signal.signal(sig, prev)
         self._previous.clear()
 
     @property

@@ -208,15 +208,16 @@ def _federation_dirs(reports: Path) -> Iterable[Path]:
 
 def stop_leftover_federations(reports: Path, *, only_orphans: bool, out: TextIO, force: bool = False) -> int:
     """Stop federations under *reports* that still run (only those whose runner died, if asked),
-    and the other processes runners registered there (locust), under the same condition.
+    and the other processes dead runners registered there (locust).
 
     A federation that holds an unreverted fault is not stopped by ``gameday down``
     (``only_orphans=False``) unless *force*: stopping it would lose the chance to revert
     and check it; with *force* its entries are cleared, since the fault dies with it.
     """
     stopped = 0
-    # Load generators (locust) a dead runner registered first: they only add noise.
-    stop_orphaned(reports.absolute() / ".gameday" / "procs", only_orphans=only_orphans, out=out)
+    # Load generators (locust) a dead runner registered, first: they only add noise. Only
+    # dead runners', even for `down`: a live runner stops its own load (and it dies with it).
+    stop_orphaned(reports.absolute() / ".gameday" / "procs", only_orphans=True, out=out)
     held = {} if only_orphans else held_faults(reports)
     for workdir in _federation_dirs(reports):
         state = workdir / "state.json"

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from gameday.errors import TargetError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec, region_address
@@ -107,10 +107,18 @@ class _Picker:
 @contextlib.contextmanager
 def _picking() -> Iterator[_Picker]:
     picker = _Picker()
-    with FileLock(str(picker.path) + ".lock", timeout=30):
+    try:
+        lock = FileLock(str(picker.path) + ".lock", timeout=30)
+        lock.acquire()
+    except Timeout as exc:
+        raise TargetError(f"could not lock the port reservations {picker.path} in 30 s: another process "
+                          "holds its lock; remove the .lock file if no gameday runs") from exc
+    try:
         picker.load()
         yield picker
         picker.commit()
+    finally:
+        lock.release()
 
 
 def release_ports(spec: FederationSpec) -> None:
