@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FunctionType
 from typing import Any, cast
 
 import pytest
@@ -148,6 +150,14 @@ class _ShieldedTarget:
     def __init__(self, target: Target, interrupts: Interrupts) -> None:
         self._target = target
         self._interrupts = interrupts
+        # The target's methods and name as real attributes, not only through __getattr__:
+        # isinstance() against a runtime-checkable protocol (an optional capability such as
+        # liveness) looks attributes up statically from Python 3.12 on.
+        for attr, static in inspect.getmembers_static(type(target)):
+            if attr.startswith("_") or attr in ("inject", "revert"):
+                continue
+            if attr == "name" or isinstance(static, (FunctionType, staticmethod, classmethod)):
+                setattr(self, attr, getattr(target, attr))
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         with self._interrupts.shielded(f"injecting {kind} {region or ''}".strip()):
