@@ -159,13 +159,16 @@ def signal_trial(d: Path, how: str, moment: str) -> str:
     return "; ".join(problems)
 
 
-def kill9_trial(d: Path) -> str:
-    """kill -9 of pytest as locust starts, then `gameday restore`."""
+def kill9_trial(d: Path, moment: str = "locust") -> str:
+    """kill -9 of pytest as locust starts (or with the fault in effect), then `gameday restore`."""
     tag = f"gd-bench-{uuid.uuid4().hex}"
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=d, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env={**os.environ, "GD_TAG": tag, "HANG_REVERT": ""})
     try:
-        _wait(lambda: any(" -m locust " in f" {c} " for _, c in find_processes(tag)), proc)
+        if moment == "locust":
+            _wait(lambda: any(" -m locust " in f" {c} " for _, c in find_processes(tag)), proc)
+        else:
+            _wait((d / "injected").exists, proc)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
     except RuntimeError as exc:
@@ -212,6 +215,7 @@ ROWS: dict[str, tuple[str, str]] = {
 }
 EXTRA = {
     "kill -9 of pytest, then gameday restore | locust starting": kill9_trial,
+    "kill -9 of pytest, then gameday restore | fault in effect": lambda d: kill9_trial(d, "fault"),
     "two gameday drills started together | whole drill (both must pass)": concurrent_trial,
 }
 
