@@ -109,8 +109,9 @@ def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> N
 def test_a_signal_mid_drill_restores_and_stops_everything(pytester: pytest.Pytester, sig: int) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_hang=HANG_IN_FAULT)
+    tag = f"gd-test-{uuid.uuid4().hex}"
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "GD_TAG": tag})
     try:
         _wait_for(pytester.path / "injected", proc, 90)
         assert len(_pending(pytester.path / "reports")) == 1  # written before the injection
@@ -119,10 +120,17 @@ def test_a_signal_mid_drill_restores_and_stops_everything(pytester: pytest.Pytes
     finally:
         if proc.poll() is None:
             proc.kill()
+    text = out.decode()
     assert proc.returncode != 0
-    assert _pending(pytester.path / "reports") == [], out.decode()[-2000:]
+    assert _pending(pytester.path / "reports") == [], text[-2000:]
     for d in _federation_dirs(pytester.path / "reports"):
         assert not LocalFederation.attach(d).any_running(), f"processes left behind in {d}"
+    assert find_processes(tag) == []
+    # Ctrl-C and SIGTERM end the same way: the summary says what was reverted.
+    name = "Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM"
+    assert f"{name} received" in text, text[-2000:]
+    assert "reverted: gateway_down b (" in text, text[-2000:]
+    assert "ledger: nothing pending from this run" in text, text[-2000:]
 
 
 def test_kill_9_takes_the_whole_run_with_it_and_restore_clears_the_ledger(pytester: pytest.Pytester) -> None:
