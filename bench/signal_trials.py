@@ -117,6 +117,8 @@ def signal_trial(d: Path, how: str, moment: str) -> str:
     try:
         if moment == "startup":
             _wait(lambda: bool(list((d / "reports" / ".gameday" / "federations").glob("*/state.json"))), proc)
+        elif moment == "locust":
+            _wait(lambda: any(" -m locust " in f" {c} " for _, c in find_processes(tag)), proc)
         elif moment == "baseline":
             _wait((d / "baseline").exists, proc)
             time.sleep(0.5)
@@ -202,10 +204,12 @@ def concurrent_trial(d: Path) -> str:
 
 ROWS: dict[str, tuple[str, str]] = {
     "ctrl-c (SIGINT to the group) | startup": ("int-group", "startup"),
+    "ctrl-c (SIGINT to the group) | locust starting": ("int-group", "locust"),
     "ctrl-c (SIGINT to the group) | baseline": ("int-group", "baseline"),
     "ctrl-c (SIGINT to the group) | fault in effect": ("int-group", "observe"),
     "ctrl-c twice (SIGINT to the group) | revert": ("int-group", "revert"),
     "SIGTERM to the group | startup": ("term-group", "startup"),
+    "SIGTERM to the group | locust starting": ("term-group", "locust"),
     "SIGTERM to the group | fault in effect": ("term-group", "observe"),
     "SIGTERM to the group | revert": ("term-group", "revert"),
     "SIGTERM to the wrapper alone | startup": ("term-wrapper", "startup"),

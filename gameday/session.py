@@ -269,8 +269,8 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
         workers=s.workers,
         registry=state.procs,
     )
-    runner.start()
     try:
+        runner.start()  # inside the try: a signal while locust starts must still stop it
         yield runner
     finally:
         with state.interrupts.shielded("stopping the load generator"):

@@ -330,6 +330,19 @@ def test_a_signal_at_startup_stops_everything(hang: Path, how: str) -> None:
 
 
 @pytest.mark.slow
+def test_ctrl_c_while_locust_starts_stops_it_too(hang: Path) -> None:
+    d = Drill(hang)
+    deadline = time.monotonic() + 60
+    while not any(" -m locust " in f" {cmd} " for _, cmd in find_processes(d.tag)):
+        assert d.proc.poll() is None and time.monotonic() < deadline, d.text()
+        time.sleep(0.005)
+    d.send("int-group")
+    rc = d.finish()
+    _check_clean(d, rc, reverted=False)
+    assert list((hang / "reports" / ".gameday" / "procs").glob("*.json")) == []  # the registry emptied
+
+
+@pytest.mark.slow
 def test_ctrl_c_in_the_baseline_injects_nothing(hang: Path) -> None:
     d = Drill(hang, env={"HANG_BASELINE": "30"})
     d.wait_for("baseline")
