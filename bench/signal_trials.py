@@ -127,8 +127,8 @@ def signal_trial(d: Path, how: str, moment: str) -> str:
             time.sleep(0.5)
         else:
             _wait((d / "reverting").exists, proc)
+        send()  # at once: the /proc scan below takes a moment on a busy machine
         pytest_pids = [p for p, cmd in find_processes(tag) if " -m pytest " in f" {cmd} "]
-        send()
         if moment == "revert" and how == "int-group":
             time.sleep(0.3)
             send()  # a second Ctrl-C during the revert

@@ -249,7 +249,7 @@ class _Supervisor:
         reverted = [w for w in self.in_effect if w not in left]
         how = f"exited with code {rc}" if rc >= 0 else f"was killed by {signal.Signals(-rc).name}"
         self._say(f"gameday: pytest {how} after {signal_name(self.first)}; reverted: "
-                  + (", ".join(reverted) if reverted else "nothing (no fault was in effect)"))
+                  + (", ".join(reverted) if reverted else "nothing was pending in the ledger when it came"))
         if left:
             self._say(f"gameday: still in the ledger: {', '.join(left)}: run `gameday restore "
                       f"--reports {self.ledger.parent.parent}`")

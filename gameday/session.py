@@ -52,6 +52,9 @@ class FaultRecord:
     what: str
     t_fault: float
     t_revert: float | None
+    t_done: float
+    """When its fault block ended (revert and steady-state wait done): until then a signal
+    finds it in effect, even once the revert call itself has returned."""
 
 
 @dataclass
@@ -319,7 +322,8 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         # attaches the figures to the test itself rather than to a fixture teardown.
         try:
             w = res.fault
-            state.faults.append(FaultRecord(f"{w.kind} {w.region or ''}".strip(), w.t_fault, w.t_revert))
+            state.faults.append(FaultRecord(f"{w.kind} {w.region or ''}".strip(), w.t_fault, w.t_revert,
+                                            time.monotonic()))
             summaries.append(_record_result(config, state, node, res, runner=runner, index=len(summaries)))
         finally:
             state.interrupts.release("revert")  # the fault block is done: a deferred signal may stop us now
@@ -405,13 +409,16 @@ def interruption_summary(state: SessionState) -> list[str]:
     assert it.first_at is not None
     at = it.first_at
     lines = [f"{signal_name(it.first)} received; {it.count} signal(s) in all"]
-    hit = [f for f in state.faults if f.t_fault <= at and (f.t_revert is None or f.t_revert >= at)]
+    hit = [f for f in state.faults if f.t_fault <= at <= f.t_done]
     for f in hit:
         if f.t_revert is None:
             lines.append(f"NOT reverted: {f.what}")
-        else:
+        elif f.t_revert >= at:
             lines.append(f"reverted: {f.what} ({f.t_revert - at:.2f} s after the signal, "
                          f"{f.t_revert - f.t_fault:.1f} s after it was injected)")
+        else:
+            lines.append(f"reverted: {f.what} (the revert was under way when the signal came; it was finished, "
+                         f"steady state included, before stopping)")
     lines += [f"reverted at teardown: {w} (its drill did not get to revert it)" for w in state.swept]
     if not hit and not state.swept:
         lines.append("no fault was in effect: nothing to revert")
