@@ -30,11 +30,9 @@ from types import FrameType
 from gameday import __version__
 from gameday.errors import GamedayError
 from gameday.interrupts import ACK_ENV, ledger_pending, signal_name
-from gameday.procs import run_token, spawn
+from gameday.procs import RUN_DIR_ENV, run_token, spawn
 
 DEFAULT_REPORTS = Path("reports")
-
-RUN_DIR_ENV = "GAMEDAY_RUN_DIR"  # read by gameday.session.prepare (not imported: it pulls in pytest)
 
 ACK_GRACE = 1.0
 """Seconds pytest has to acknowledge a signal that reached the wrapper before the
@@ -105,7 +103,10 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
     reports = Path(args.reports).resolve()
     # One directory per `gameday drill`: two drills from one checkout never share output.
     run_dir = reports / "runs" / f"{run_token()}-drill"
-    run_dir.mkdir(parents=True)
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise GamedayError(f"cannot create the run directory {run_dir} (--reports {args.reports}): {exc}") from exc
     junit, allure = run_dir / "junit.xml", run_dir / "allure-results"
     argv = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider",
             "-p", "no:locust", f"--gameday-reports={reports}", f"--junitxml={junit}",

@@ -85,6 +85,11 @@ def preexec_dies_with_parent(sig: int) -> Callable[[], None] | None:
     return lambda: die_with_parent(sig, parent)
 
 
+RUN_DIR_ENV = "GAMEDAY_RUN_DIR"
+"""Set by ``gameday drill`` for its pytest: the run directory it created (JUnit and Allure
+output go there too); ``gameday.session.prepare`` uses it instead of naming its own."""
+
+
 def run_token() -> str:
     """``<time>-<pid>-<random>``: unique per run on this machine, sortable by time.
 

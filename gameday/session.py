@@ -29,7 +29,7 @@ from gameday.errors import ConfigError, GamedayError
 from gameday.faults import Ledger
 from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
-from gameday.procs import ProcRegistry, run_token
+from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
 from gameday.settings import Settings
@@ -40,10 +40,6 @@ from gameday.verdicts.result import DrillResult
 log = logging.getLogger(__name__)
 
 DRILLS_KEY = pytest.StashKey[list[dict[str, Any]]]()
-
-RUN_DIR_ENV = "GAMEDAY_RUN_DIR"
-"""Set by ``gameday drill``: the run directory it created (and put JUnit and Allure output in)."""
-
 
 @dataclass
 class FaultRecord:
