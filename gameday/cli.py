@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from gameday import __version__
+from gameday import __version__, settings
 from gameday.errors import GamedayError
 from gameday.interrupts import ACK_ENV, ledger_pending, signal_name
 from gameday.procs import RUN_DIR_ENV, run_token, spawn
@@ -285,6 +285,17 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(raw: str) -> float:
+    """``gameday up --seconds``: a finite, non-negative number of seconds (at most a day)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 86400:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"got {raw[:80]!r}, expected a number of seconds >= 0 and <= 86400")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gameday`` console command."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -293,17 +304,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"gameday {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="bring the local federation up and show its status")
-    up.add_argument("--topology", help="topology YAML (default: clusters/local.yaml)")
+    up.add_argument("--topology", type=settings.cli_type("topology"),
+                    help="topology YAML (default: clusters/local.yaml)")
     up.add_argument("--workdir", help="where logs and state go (default: reports/.gameday/up)")
-    up.add_argument("--seconds", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
+    up.add_argument("--seconds", type=_seconds, help="stop after this many seconds instead of waiting for Ctrl-C")
     up.set_defaults(fn=_cmd_up)
     dr = sub.add_parser("drill", help="run the headline random-gateway drill under load and print verdicts",
                         description="Runs suites/gameday/test_gateway_outage.py through pytest on the "
                         "default local target. Extra arguments are passed to pytest.")
-    dr.add_argument("--seed", type=int, help="seed for the region pick (default: random, printed)")
-    dr.add_argument("--topology", help="topology YAML (default: clusters/local.yaml)")
-    dr.add_argument("--rounds", type=int, help="repeat the drill N times with seeded picks")
-    dr.add_argument("--reports", default="reports", help="where run data goes (default: reports)")
+    dr.add_argument("--seed", type=settings.cli_type("seed"),
+                    help="seed for the region pick (default: random, printed)")
+    dr.add_argument("--topology", type=settings.cli_type("topology"),
+                    help="topology YAML (default: clusters/local.yaml)")
+    dr.add_argument("--rounds", type=settings.cli_type("rounds"), help="repeat the drill N times with seeded picks")
+    dr.add_argument("--reports", default="reports", type=settings.cli_type("reports"),
+                    help="where run data goes (default: reports)")
     dr.add_argument("--test", help="run this pytest node id (a drill of your own) instead of the headline "
                     "drill, from the current directory")
     dr.set_defaults(fn=_cmd_drill)
