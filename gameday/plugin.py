@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gameday import session as gsession
 from gameday.errors import ConfigError
-from gameday.settings import OPTIONS, SLO, OptionSpec, Settings, resolve
+from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
 # plugin, so shipped rule checks can be selected into a team's own test modules.
@@ -56,6 +57,11 @@ def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
     ini = config.getini(opt.dest)
     # An unset ini is None (our default) or [] (line lists); a key present but empty is "".
     if ini is not None and ini != []:
+        if isinstance(opt.kind, ExistingFile | WritableDirectory) and isinstance(ini, str) and ini \
+                and config.inipath is not None and not Path(ini).is_absolute():
+            # A path in the ini file means the same from any directory pytest runs in:
+            # relative to the ini file, as pytest's own `paths` ini values are.
+            return str(config.inipath.parent / ini), f"ini {opt.dest}"
         return ini, f"ini {opt.dest}"
     env = os.environ.get(opt.env)
     if env is not None:
