@@ -215,13 +215,13 @@ class KubeTarget:
         delay = self.topology.control_plane.broadcast_delay
         labels: dict[str, dict[str, str]] = {}
         try:
-            scaled = plan.scaled_workload(kind, region)
-            if scaled is not None:
-                reps[scaled] = self.clusters.read_replicas(*scaled)
-            if kind == "sync_delay":
+            need = plan.reads(kind, region)
+            if need.workload is not None:
+                reps[need.workload] = self.clusters.read_replicas(*need.workload)
+            if need.broadcast_delay:
                 delay = float(self._status(GLOBAL_CLUSTER, "controlplane").get("broadcast_delay", delay))
-            if kind == "region_labels" and region is not None:
-                labels[region] = dict(self._status(region, "agent")["slow"]["labels"])
+            if need.labels_of is not None:
+                labels[need.labels_of] = dict(self._status(need.labels_of, "agent")["slow"]["labels"])
         except (*API_ERRORS, TargetError, KeyError, TypeError, ValueError) as exc:
             raise FaultError(
                 f"{kind} {region or ''}: reading the current state failed, nothing was injected: {exc!r}"
