@@ -39,20 +39,18 @@ from gameday.errors import (
     RestoreIncomplete,
     TargetUnreachable,
 )
-from gameday.faults import CATALOGUE, Ledger, check_fault
+from gameday.faults import FAULTS, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
-from gameday.targets.base import ComponentState, Endpoints, Target, liveness_of
+from gameday.targets import registry
+from gameday.targets.base import ComponentState, Endpoints, FaultPlanner, HasAlarmLines, Target, liveness_of
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
-
-#: Faults that isolate every process of their region (its proxy is stale for real).
-CUTS_OFF_REGION = frozenset({"region_blackhole"})
 
 
 @dataclass
@@ -181,8 +179,9 @@ class Drill:
         if parent is None:
             self.target.check_health(timeout=15)
             tl = Timeline(t0=time.monotonic())
-            for _ in self.target.alarm_lines():  # only alarms raised from now on count
-                pass
+            if isinstance(self.target, HasAlarmLines):
+                for _ in self.target.alarm_lines():  # only alarms raised from now on count
+                    pass
             observer = self._start_observer(ep, tl)
         else:
             tl, observer = parent.result.timeline, parent.observer
@@ -198,7 +197,8 @@ class Drill:
             tl.mark(self._baseline_start, "baseline")
             self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
                                outermost=parent is None, label=label)
-            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
+            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
+                                       attach=registry.attach_path(self.target))
             # Expected dead from before the call: the watcher must not name the fault's own work.
             watcher.expect(entry.id, InEffect(label, None, live.stopped_by(kind, region) if live else frozenset()))
             self._phase = "inject"
@@ -217,7 +217,7 @@ class Drill:
                 capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
-                cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
+                cut_off=(region,) if fk.cuts_off_region and region else (),
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
@@ -274,7 +274,8 @@ class Drill:
         self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
         self._casualty, self._casualty_reverted = None, []
         self._casualty_handled.clear()
-        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
+        alarms = self.target.alarm_lines if isinstance(self.target, HasAlarmLines) else None
+        observer = Observer(ep, self._regions, tl, alarm_source=alarms,
                             request_source=self.load.poll if self.load else None, on_tick=self._on_tick,
                             liveness=sources)
         observer.start()
@@ -320,9 +321,8 @@ class Drill:
             DrillRefused: the target cannot plan without acting (it would inject for real).
         """
         action = f"{kind} {region or ''}".strip()
-        plan_fault = getattr(self.target, "plan_fault", None)  # optional: (inject, revert) as words
-        if callable(plan_fault):
-            inject, revert = plan_fault(kind, region, params)
+        if isinstance(self.target, FaultPlanner):
+            inject, revert = self.target.plan_fault(kind, region, params)
         elif getattr(self.target, "dry_run", False) is True:
             # kind/kube in dry-run print and record every API call and make none.
             self.target.inject(kind, region, dict(params))
@@ -449,7 +449,7 @@ class Drill:
         """
         res = fault.result
         res.switchover_observed = True
-        if fault.region is None or not CATALOGUE[fault.window.kind].takes_region_out:
+        if fault.region is None or not FAULTS[fault.window.kind].takes_region_out:
             raise FaultError(f"{fault.window.kind} removes no region; use drill.observe(fault, seconds)")
         timeout = timeout if timeout is not None else (
             self.slo.switchover_limit + self.dns_ttl + self.slo.recovery_window + 5)

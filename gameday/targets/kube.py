@@ -24,10 +24,11 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
+from gameday.settings import Settings
 from gameday.targets import k8s_objects as o
 from gameday.targets import k8s_plan as plan
 from gameday.targets import manifests as m
@@ -94,7 +95,12 @@ class KubeTarget:
         self._log_next = 0.0
 
     @classmethod
-    def attach(cls, ref: dict[str, Any]) -> KubeTarget:
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
+        """The registry's factory: the allow-list and dry run from the settings."""
+        return cls(topology, workdir, allow=settings.allow_context, dry_run=settings.dry_run)
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (for ``gameday restore``). The allow-list
         recorded when the fault was injected is checked again."""
         return cls(

@@ -6,7 +6,7 @@ import signal
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -16,6 +16,7 @@ from gameday.faults.model import FaultCall
 from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.fedapp.wire import broadcast_subject
 from gameday.release import plan_release
+from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Endpoints, RegionInfo
 from gameday.targets.local_faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.topology import Topology
@@ -36,7 +37,12 @@ class LocalTarget:
         self._up = federation is not None
 
     @classmethod
-    def attach(cls, ref: dict[str, Any]) -> LocalTarget:
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
+        """The registry's factory (:mod:`gameday.targets.registry`)."""
+        return cls(topology, workdir)
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (``{"workdir": ...}``)."""
         fed = LocalFederation.attach(Path(ref["workdir"]))
         return cls(fed.spec.topology, Path(ref["workdir"]), fed)
