@@ -108,7 +108,7 @@ def test_a_conftest_target_runs_the_headline_drill_and_a_conftest_fault(pytester
     (run,) = (pytester.path / "reports" / "runs").glob("*/run.json")
     data = json.loads(run.read_text())
     assert data["target"] == "mine"
-    assert {d["fault"]["kind"] for d in data["drills"]} == {"gateway_down", "gateway_says_unready"}, data["drills"]
+    assert {d["fault"] for d in data["drills"]} == {"gateway_down", "gateway_says_unready"}, data["drills"]
     assert json.loads((pytester.path / "reports" / ".gameday" / "ledger.json").read_text()) == {"pending": []}
 
 
