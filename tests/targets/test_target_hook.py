@@ -29,7 +29,9 @@ from gameday.faults import FAULTS, Fault, Ledger, Param
 from gameday.faults.restore import attach_target
 from gameday.settings import Settings
 from gameday.targets import registry
+from gameday.targets.k8s_plan import K8S_ACTIONS
 from gameday.targets.local import LocalTarget
+from gameday.targets.local_faults import LOCAL_ACTIONS
 from gameday.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -240,7 +242,7 @@ def test_gameday_restore_reattaches_a_third_party_target_from_the_ledger(tmp_pat
     fed_dir = reports / ".gameday" / "federations" / "mine-1"
     sys.path.insert(0, str(tmp_path))
     try:
-        import mytargets  # noqa: PLC0415  (written above)
+        import mytargets  # written above
 
         target = mytargets.MineTarget(load_topology(), fed_dir)
         path = registry.attach_path(target)
@@ -274,9 +276,6 @@ def test_gameday_restore_reattaches_a_third_party_target_from_the_ledger(tmp_pat
 
 # -- faults as objects ---------------------------------------------------------------------------------
 def test_every_builtin_fault_has_a_local_and_a_kube_action() -> None:
-    from gameday.targets.k8s_plan import K8S_ACTIONS  # noqa: PLC0415
-    from gameday.targets.local_faults import LOCAL_ACTIONS  # noqa: PLC0415
-
     assert set(FAULTS) == set(LOCAL_ACTIONS) == set(K8S_ACTIONS)
 
 
