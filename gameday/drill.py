@@ -39,13 +39,21 @@ from gameday.errors import (
     RestoreIncomplete,
     TargetUnreachable,
 )
-from gameday.faults import FAULTS, Ledger, check_fault
+from gameday.faults import FAULTS, Ledger
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.targets.base import ComponentState, Endpoints, FaultPlanner, HasAlarmLines, Target, liveness_of
+from gameday.targets.base import (
+    ComponentState,
+    Endpoints,
+    FaultPlanner,
+    HasAlarmLines,
+    HasFaults,
+    Target,
+    liveness_of,
+)
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Topology
 from gameday.verdicts.result import DrillResult
@@ -103,6 +111,8 @@ class Drill:
         self.results: list[DrillResult] = []
         self._stack: list[ActiveFault] = []
         self._regions = target.regions()
+        self.faults = FAULTS.extended(target.faults()) if isinstance(target, HasFaults) else FAULTS
+        """The faults this drill may inject: the target's own (:class:`HasFaults`) and the built-ins."""
         self._last_progress = 0.0
         self._breach_since: float | None = None
         self._watcher: Watcher | None = None
@@ -158,7 +168,7 @@ class Drill:
             LoadCollapsed: the load generator exited or collapsed; every fault reverted.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
-        fk = check_fault(kind, region, params, self.region_names)
+        fk = self.faults.check(kind, region, params, self.region_names)
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
@@ -449,7 +459,7 @@ class Drill:
         """
         res = fault.result
         res.switchover_observed = True
-        if fault.region is None or not FAULTS[fault.window.kind].takes_region_out:
+        if fault.region is None or not self.faults[fault.window.kind].takes_region_out:
             raise FaultError(f"{fault.window.kind} removes no region; use drill.observe(fault, seconds)")
         timeout = timeout if timeout is not None else (
             self.slo.switchover_limit + self.dns_ttl + self.slo.recovery_window + 5)

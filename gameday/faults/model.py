@@ -177,6 +177,13 @@ class FaultTable(Table[Fault]):
     def __init__(self, faults: tuple[Fault, ...] = ()) -> None:
         super().__init__("fault", {f.name: f for f in faults})
 
+    def extended(self, extra: Mapping[str, Fault]) -> FaultTable:
+        """A new table: this one's faults, with *extra*'s added (and winning on a name)."""
+        merged = FaultTable(tuple(self.values()))
+        for fault in extra.values():
+            merged.add(fault, replace=True)
+        return merged
+
     def add(self, fault: Fault, *, replace: bool = False) -> Fault:
         """Register *fault* under its own name."""
         return self.register(fault.name, fault, replace=replace)

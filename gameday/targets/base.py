@@ -12,15 +12,19 @@ What only some targets can do is an optional capability, a small runtime-checkab
 protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher names a
 component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
 (R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
-count), :class:`FaultPlanner` (dry runs in words). A suite test that needs one skips,
+count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
+own, looked up before the built-in table). A suite test that needs one skips,
 saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from gameday.faults.model import Fault
 
 LOAD_ROLE = "load"
 """The :attr:`ComponentState.role` of a load-generator process (not part of the federation)."""
@@ -202,11 +206,21 @@ class FaultPlanner(Protocol):
         """``(what inject does, what its exact inverse does)`` in words; nothing is touched."""
 
 
+@runtime_checkable
+class HasFaults(Protocol):
+    """A target that brings faults of its own (e.g. the commands of a federation profile):
+    the drill looks a fault up here first, then in :data:`gameday.faults.FAULTS`."""
+
+    def faults(self) -> Mapping[str, Fault]:
+        """Fault name -> its facts, for the faults this target adds (or redefines)."""
+
+
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
     HasAlarmLines: "read its entry nodes' alarm lines",
     Liveness: "tell which components run",
     FaultPlanner: "plan a fault without injecting it",
+    HasFaults: "bring faults of its own",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""

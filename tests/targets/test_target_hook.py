@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from gameday.drill import Drill
 from gameday.errors import ConfigError, TargetError
 from gameday.faults import FAULTS, Fault, Ledger, Param
 from gameday.faults.restore import attach_target
@@ -303,3 +304,18 @@ def test_a_registered_fault_is_checked_like_a_builtin(tmp_path: Path) -> None:
             target.plan_fault("test_only_fault", "a", {"seconds": 1})
     finally:
         FAULTS.unregister("test_only_fault")
+
+
+def test_a_target_may_bring_faults_of_its_own(tmp_path: Path) -> None:
+    """:class:`HasFaults`: a profile's command faults, say; the built-in table is untouched."""
+    own = Fault(name="nginx_reload", needs_region=True, takes_region_out=True, description="reload nginx")
+
+    class WithFaults(LocalTarget):
+        def faults(self) -> dict[str, Fault]:
+            return {own.name: own}
+
+    target = WithFaults(load_topology(), tmp_path / "fed")
+    drill = Drill(target, Settings(), seed_key="t", ledger=Ledger(tmp_path / "ledger.json"), offered=60, margin=0.2)
+    assert drill.faults.check("nginx_reload", "a", {}, ["a"]) is own
+    assert drill.faults.check("gateway_down", "a", {}, ["a"]) is FAULTS["gateway_down"]
+    assert "nginx_reload" not in FAULTS
