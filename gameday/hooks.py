@@ -64,4 +64,6 @@ def pytest_gameday_target_names(config: pytest.Config) -> Iterable[str] | None:
 
     ``--gameday-target`` accepts a name some implementation lists here (checked when pytest
     starts, before anything is created); an unknown name is a usage error listing them all.
+    So implement both in a plugin or in a conftest pytest loads at start (the rootdir's or a
+    test path's), not in one further down that is found only while collecting.
     """

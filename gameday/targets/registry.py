@@ -25,6 +25,7 @@ a ``conftest.py`` or inside a function is not, and restore says so.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from gameday.settings import Settings
     from gameday.targets.base import Target
     from gameday.topology import Topology
+
+log = logging.getLogger(__name__)
 
 Factory = Callable[["Topology", "Settings", Path], "Target"]
 Attach = Callable[[dict[str, Any]], "Target"]
@@ -135,10 +138,14 @@ class TargetRegistry:
         """The import path of *target*'s ``attach`` for the ledger, or None when its name
         alone finds it again (a built-in) or it has no ``attach`` (restore then says so)."""
         cls = type(target)
+        name = str(getattr(target, "name", ""))
         if not callable(getattr(cls, "attach", None)):
+            if name not in self._kinds:
+                log.warning("target %r (%s) has no attach classmethod: `gameday restore` cannot re-attach to it "
+                            "after a killed run; its faults must then be reverted by hand", name, cls.__qualname__)
             return None
         path = f"{cls.__module__}:{cls.__qualname__}.attach"
-        known = self._kinds.get(str(getattr(target, "name", "")))
+        known = self._kinds.get(name)
         if known is not None and known.attach == path:
             return None
         return path
