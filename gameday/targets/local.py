@@ -24,6 +24,7 @@ from gameday.topology import Topology
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
 
+
 class LocalTarget:
     """A :class:`~gameday.targets.base.Target` backed by :class:`LocalFederation`."""
 
