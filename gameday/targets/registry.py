@@ -137,9 +137,13 @@ class TargetRegistry:
     def attach_path(self, target: object) -> str | None:
         """The import path of *target*'s ``attach`` for the ledger, or None when its name
         alone finds it again (a built-in) or it has no ``attach`` (restore then says so)."""
-        cls = type(target)
         name = str(getattr(target, "name", ""))
-        if not callable(getattr(cls, "attach", None)):
+        attach = getattr(target, "attach", None)
+        # The class the classmethod is bound to: the target's own, also through a wrapper
+        # that delegates to it (the drill's view of the target does).
+        owner = getattr(attach, "__self__", None)
+        cls = owner if isinstance(owner, type) else type(target)
+        if not callable(attach):
             if name not in self._kinds:
                 log.warning("target %r (%s) has no attach classmethod: `gameday restore` cannot re-attach to it "
                             "after a killed run; its faults must then be reverted by hand", name, cls.__qualname__)
