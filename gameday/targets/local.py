@@ -102,7 +102,9 @@ class LocalTarget:
     def _call(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[LocalAction, FaultCall]:
         fault = FAULTS.get(kind)
         if fault is None:
-            raise ConfigError(f"local target: unknown fault {kind!r}; expected one of {', '.join(FAULTS.names())}")
+            raise ConfigError(f"local target: unknown fault {kind!r}; expected one of {', '.join(FAULTS.names())} "
+                              "(a fault a conftest or plugin adds must be registered in this process too: "
+                              "`gameday restore -p MODULE`)")
         action = self.actions.get(kind)
         if action is None:
             raise ConfigError(f"local target: fault {kind!r} has no local action; register one with "

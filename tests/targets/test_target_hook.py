@@ -319,3 +319,58 @@ def test_a_target_may_bring_faults_of_its_own(tmp_path: Path) -> None:
     assert drill.faults.check("nginx_reload", "a", {}, ["a"]) is own
     assert drill.faults.check("gateway_down", "a", {}, ["a"]) is FAULTS["gateway_down"]
     assert "nginx_reload" not in FAULTS
+
+
+MYFAULTS = '''
+from gameday.faults import FAULTS, Fault
+from gameday.targets.local_faults import LOCAL_ACTIONS, Freeze, region_proxy
+
+FAULTS.add(Fault(name="proxy_frozen", needs_region=True, description="the region's proxy is frozen"))
+LOCAL_ACTIONS.register("proxy_frozen", Freeze(region_proxy))
+'''
+
+
+def test_gameday_restore_reverts_a_plugin_fault_once_told_where_it_is(tmp_path: Path) -> None:
+    """A fault a plugin module registers exists in `gameday restore` only with ``-p MODULE``;
+    without it restore fails saying so, and keeps the entry."""
+    (tmp_path / "myfaults.py").write_text(MYFAULTS)
+    reports = tmp_path / "reports"
+    target = LocalTarget(load_topology(), reports / ".gameday" / "federations" / "main-1")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import myfaults  # noqa: F401  (registers proxy_frozen in this process)
+
+        target.up()
+        try:
+            target.deploy()
+            ledger = Ledger(reports / ".gameday" / "ledger.json")
+            entry = ledger.record("proxy_frozen", "c", {}, target.name, target.ref())
+            target.inject("proxy_frozen", "c", {})
+            assert target.fed.components["proxy-c"].paused
+            data = json.loads(ledger.path.read_text())
+            dead = subprocess.Popen([sys.executable, "-c", "pass"])
+            dead.wait()
+            data["pending"][0]["runner_pid"] = dead.pid
+            ledger.path.write_text(json.dumps(data))
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+
+            def restore(*extra: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([sys.executable, "-m", "gameday.cli", "restore", "--reports", str(reports),
+                                       "--keep", *extra], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                      timeout=120, check=False)
+
+            r = restore()
+            assert r.returncode == 1
+            assert "local target: unknown fault 'proxy_frozen'" in r.stdout and "gameday restore -p MODULE" in r.stdout
+            r = restore("-p", "myfaults")
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert f"OK    proxy_frozen c [{entry.id}]: reverted" in r.stdout
+            assert not LocalTarget.attach(target.ref()).fed.components["proxy-c"].paused
+            assert restore("-p", "no_such_plugin").returncode == 2
+        finally:
+            LocalTarget.attach(target.ref()).down()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("myfaults", None)
+        FAULTS.unregister("proxy_frozen")
+        LOCAL_ACTIONS.unregister("proxy_frozen")
