@@ -197,7 +197,7 @@ def test_a_hook_answer_that_is_not_a_target_says_what_it_lacks(pytester: pytest.
     result = pytester.runpytest("--gameday-target=half")
     result.stdout.fnmatch_lines(["*UsageError: gameday: --gameday-target=half: the pytest_gameday_make_target hook "
                                  "returned Half, which is not a gameday Target (missing: deploy, down, regions, "
-                                 "endpoints, check_health, inject, revert, ref; *"])
+                                 "endpoints, sources, check_health, inject, revert, ref; *"])
 
 
 # -- the registry, without pytest -------------------------------------------------------------------
