@@ -136,3 +136,15 @@ def test_a_source_that_fell_behind_says_so_in_the_figure() -> None:
     assert f.limited_by == "gateway-c" and f.resolution == pytest.approx(0.5)
     assert "resolution 0.50 s, not 0.1 s: gateway-c answered 2.0 polls/s of 10 asked" in f.detail
     assert res.summary()["sources_behind"] == ["gateway-c"]
+
+
+def test_the_verdict_table_names_the_sources_that_fell_behind() -> None:
+    tl = Timeline()
+    _nodes(tl, versions=True)
+    res = _result(tl, poll_rates={"gateway-c": PollRate("gateway-c", "HTTP JSON", 10.0, 2.0, 9, 9, 31, 0.5),
+                                  "dns": PollRate("dns", "DNS", 10.0, 9.9, 99, 99, 0, 0.12)})
+    s = {**res.summary(), "test": "t.py::test_x"}
+    (line,) = table.behind_lines([s])
+    assert line == ("test_x (gateway_down): sources behind their poll rate, resolution widened where they set "
+                    "it: gateway-c 2.0/10 Hz")
+    assert table.render_drills([s])[-1] == line

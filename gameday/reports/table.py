@@ -67,7 +67,22 @@ def render(rows: list[list[str]]) -> list[str]:
 
 
 def render_drills(drills: list[dict[str, Any]]) -> list[str]:
-    return render(drill_rows(drills))
+    return render(drill_rows(drills)) + behind_lines(drills)
+
+
+def behind_lines(drills: list[dict[str, Any]]) -> list[str]:
+    """One line per drill whose observation sources fell behind their poll rate: the figures
+    they set are known only to the gaps between their polls (each figure's detail says so)."""
+    out = []
+    for d in drills:
+        rates = d.get("poll_rates") or {}
+        behind = [f"{k} {rates[k]['achieved_hz']:.1f}/{rates[k]['nominal_hz']:g} Hz"
+                  for k in d.get("sources_behind") or [] if k in rates]
+        if behind:
+            out.append(f"{str(d.get('test', '')).split('::')[-1]} ({d.get('fault')}): sources behind their poll "
+                       f"rate, resolution widened where they set it: {', '.join(behind[:6])}"
+                       + (f" and {len(behind) - 6} more" if len(behind) > 6 else ""))
+    return out
 
 
 def _quantile(values: list[float], q: float) -> float:
