@@ -10,6 +10,7 @@ harness sees the federation only through the profile.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,22 +22,41 @@ from gameday.fedapp.federation import LocalFederation
 from gameday.topology import load_topology
 
 
+_POST = ("import json, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
+         "data=sys.argv[2].encode(), headers={'Content-Type': 'application/json'}), timeout=5).read()")
+"""A curl-less POST of a JSON body (``python -c _POST URL BODY``): the reference app's admin hook."""
+
+
+def gateway_down(fed: LocalFederation, region: str, how: str) -> dict[str, Any]:
+    """The profile's ``gateway_down`` of *region*: ``signal`` freezes the gateway (SIGSTOP /
+    SIGCONT of its pid, a host that stops answering); ``readyz`` makes its health check fail
+    (``POST /admin/fault {"readyz": "fail"}`` / ``{"readyz": "ok"}``), which the GSLB and the
+    region agent see at once, as they see a stopped gateway's refused connections."""
+    if how == "signal":
+        pid = str(fed.components[f"gateway-{region}"].pid)
+        return {"inject": {"argv": ["kill", "-STOP", pid], "timeout": 5},
+                "revert": {"argv": ["kill", "-CONT", pid], "timeout": 5}}
+    url = fed.spec.region(region).gateway.url + "/admin/fault"
+    return {"inject": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "fail"}'], "timeout": 10},
+            "revert": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "ok"}'], "timeout": 10}}
+
+
 def reference_profile(fed: LocalFederation, *, faults: dict[str, dict[str, Any]] | None = None,
-                      region_faults: dict[str, dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+                      region_faults: dict[str, dict[str, dict[str, Any]]] | None = None,
+                      gateway_down_by: str = "readyz") -> dict[str, Any]:
     """The profile of the running reference federation *fed*.
 
     Args:
         faults: region-less faults to add (name -> {inject, revert}).
         region_faults: region -> extra faults (name -> {inject, revert}); each region has
-            ``gateway_down`` (SIGSTOP / SIGCONT of its gateway) unless replaced here.
+            ``gateway_down`` (see :func:`gateway_down`) unless replaced here.
+        gateway_down_by: ``readyz`` or ``signal``.
     """
     s = fed.spec
     t = s.topology
     regions = []
     for r in s.regions:
-        gw = fed.components[f"gateway-{r.name}"].pid
-        region_fault = {"gateway_down": {"inject": {"argv": ["kill", "-STOP", str(gw)], "timeout": 5},
-                                         "revert": {"argv": ["kill", "-CONT", str(gw)], "timeout": 5}}}
+        region_fault = {"gateway_down": gateway_down(fed, r.name, gateway_down_by)}
         region_fault.update((region_faults or {}).get(r.name, {}))
         regions.append({
             "name": r.name,
