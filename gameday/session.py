@@ -304,6 +304,8 @@ def write_run_file(config: pytest.Config, state: SessionState) -> None:
     data = {
         "seed": state.settings.seed, "target": state.settings.target,
         "topology": str(state.settings.topology or "clusters/local.yaml"),
+        "profile": str(state.profile.path) if state.profile is not None else None,
+        "profile_sha256": state.profile.sha256 if state.profile is not None else None,
         "started": state.started, "finished": time.time(), "argv": sys.argv,
         "drills": state.drills, "conformance": state.conformance,
     }

@@ -62,7 +62,8 @@ def test_dry_run_prints_every_command_with_its_inverse_and_runs_none(
 
 def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
         pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
-    data = reference_profile(reference_federation, region_faults={"b": {"proxy_cut_off": _marker_fault(tmp_path, "cut")}})
+    cut = {"b": {"proxy_cut_off": _marker_fault(tmp_path, "cut")}}
+    data = reference_profile(reference_federation, region_faults=cut)
     profile = write_profile(tmp_path / "profile.yaml", data)
     reports = tmp_path / "reports"
     pytester_ini.makepyfile(test_hold="""
@@ -93,7 +94,7 @@ def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
     (tmp_path / "profile.yaml").write_text(profile.read_text().replace("reverted >>", "CHANGED >>"))
 
     restore = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", f"--reports={reports}"],
-                             capture_output=True, text=True, timeout=120, env=env)
+                             capture_output=True, text=True, timeout=120, env=env, check=False)
     assert restore.returncode == 0, restore.stdout + restore.stderr
     assert "OK    proxy_cut_off b" in restore.stdout and "1 reverted" in restore.stdout, restore.stdout
     assert "changed since the injection" in restore.stderr  # said, and the recorded revert used
