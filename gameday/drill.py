@@ -213,9 +213,7 @@ class Drill:
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
-                # Capacities are all known or not used: a partial map would judge N-1 on a guess.
-                capacity={r.name: r.capacity for r in self._regions if r.capacity is not None}
-                if all(r.capacity is not None for r in self._regions) else {}, offered=self.offered,
+                capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
