@@ -89,3 +89,16 @@ def test_the_external_target_says_which_capabilities_it_lacks(tmp_path: Path) ->
     ep = target.endpoints()
     assert ep.control_plane is None and ep.node_region("gateway-a") == "a"
     assert ep.client.host_header == "app.example.test" and ep.client.path == "/"
+
+
+def test_preflight_neither_refuses_nor_passes_on_an_unknown_capacity() -> None:
+    from gameday.preflight import check_capacity
+    from gameday.targets.base import RegionInfo
+
+    regions = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, None, "127.0.2.1"),
+               RegionInfo("c", 1, 20, "127.0.3.1")]
+    said = check_capacity(regions, ["a"], offered=60, margin=0.2)
+    assert said == ("capacity with a out: not checked, capacity of b unknown (b, c would have unknown + 20 = 20+ "
+                    "req/s for 60 req/s x (1 + 0.2) = 72 req/s); the headroom verdict is not applicable")
+    # what is known suffices: that is a pass, whatever the unknown region has
+    assert check_capacity(regions, ["b"], offered=60, margin=0.2).startswith("capacity with b out: a, c would have")
