@@ -162,6 +162,11 @@ class Drill:
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = check_fault(kind, region, params, self.region_names)
+        plan_fault = getattr(self.target, "plan_fault", None)  # optional (local, external)
+        if callable(plan_fault):
+            # The target refuses a fault it cannot do (an external profile without it) now,
+            # before the ledger records an injection that would never happen.
+            plan_fault(kind, region, dict(params))
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())

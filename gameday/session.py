@@ -124,7 +124,8 @@ def make_target(state: SessionState, workdir: Path) -> Target:
             from gameday.targets.external import ExternalTarget  # noqa: PLC0415
 
             assert state.profile is not None  # prepare() loaded it
-            return ExternalTarget(state.profile, workdir)
+            # Its command log goes beside the run's figures: it is part of the report.
+            return ExternalTarget(state.profile, state.run_dir)
         if name == "kind":
             from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
 

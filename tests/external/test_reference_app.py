@@ -91,6 +91,8 @@ def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
     assert [(e["kind"], e["region"], e["target"]) for e in pending] == [("proxy_cut_off", "b", "external")]
     assert pending[0]["params"]["revert"]["argv"][0] == "sh", "the revert command itself is in the ledger"
     assert not (tmp_path / "cut.reverted").exists(), "kill -9 left the fault in place"
+    (log,) = reports.glob("runs/*/commands.jsonl")  # the command log is part of the run's report
+    assert json.loads(log.read_text().splitlines()[0])["command"].startswith("sh -c 'echo injected")
     (tmp_path / "profile.yaml").write_text(profile.read_text().replace("reverted >>", "CHANGED >>"))
 
     restore = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", f"--reports={reports}"],
@@ -100,6 +102,24 @@ def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
     assert "changed since the injection" in restore.stderr  # said, and the recorded revert used
     assert (tmp_path / "cut.reverted").read_text() == "reverted\n", "exactly the recorded revert ran, once"
     assert json.loads(ledger.read_text())["pending"] == []
+
+
+def test_a_fault_the_profile_lacks_is_refused_before_the_ledger_records_it(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "profile.yaml", reference_profile(reference_federation))
+    pytester_ini.makepyfile(test_missing="""
+        def test_missing(drill):
+            with drill.fault("gateway_hung", "b"):
+                raise AssertionError("never injected")
+    """)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
+                                               f"--gameday-reports={tmp_path / 'reports'}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ConfigError: *profile.yaml: regions[[]b[]].faults has no fault 'gateway_hung' "
+                                 "(it has: gateway_down); add its inject and revert commands to the profile; "
+                                 "nothing was injected"])
+    ledger = tmp_path / "reports" / ".gameday" / "ledger.json"
+    assert not ledger.exists() or json.loads(ledger.read_text())["pending"] == []
 
 
 def _figures(run_dir: Path) -> dict[str, Any]:
