@@ -163,3 +163,21 @@ def test_the_headline_drill_through_external_agrees_with_local(pytester_ini: pyt
         assert abs(a["value_s"] - b["value_s"]) <= tolerance, lines[-1]
     print("\n".join(lines))
     (Path(os.environ.get("GAMEDAY_FIGURES_OUT", tmp_path)) / "external-vs-local.txt").write_text("\n".join(lines))
+
+
+def test_gameday_drill_profile_runs_the_headline_drill_against_it(reference_federation: LocalFederation,
+                                                                  tmp_path: Path) -> None:
+    data = reference_profile(reference_federation)
+    for r in data["regions"]:
+        r["faults"]["gateway_down"] = _marker_fault(tmp_path, f"gw-{r['name']}")
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    run = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--profile", str(profile), "--seed", "7",
+                          "--reports", str(tmp_path / "reports"), "--gameday-dry-run", "-rs"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--gameday-target=external" in run.stdout and "dry run of gateway_down" in run.stdout, run.stdout
+    assert not list(tmp_path.glob("*.injected"))
+    bad = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--profile", "missing.yaml"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert bad.returncode == 2
+    assert "expected an existing federation profile YAML file: missing.yaml does not exist" in bad.stderr
