@@ -52,6 +52,10 @@ REACH_TIMEOUT = 1.0
 """Seconds one reachability probe (a DNS query, a TCP connect) may take: a healthy federation
 answers in milliseconds; a second tolerates a loaded machine without stalling ``up()``."""
 
+UP_TIMEOUT = 10.0
+"""Seconds :meth:`ExternalTarget.up` keeps trying: a reachable federation on a busy machine
+may miss one probe's second; one that stays unreachable for 10 s is not a blip."""
+
 _REVERT_KEY = "revert"
 """Params key of the recorded revert command (in the ledger entry)."""
 _REVERTED_KEY = "reverted"
@@ -134,7 +138,7 @@ class ExternalTarget:
         Raises:
             TargetUnreachable: naming every part that is not (the DNS server, a gateway).
         """
-        problems = self._problems()
+        problems = self._problems_for(UP_TIMEOUT)
         if problems:
             raise TargetUnreachable(f"external federation {self.profile.name} ({self.loaded.path}) is not "
                                     f"reachable: {'; '.join(problems)}; nothing was injected")
@@ -247,14 +251,18 @@ class ExternalTarget:
         Raises:
             TargetUnreachable: naming what is not reachable.
         """
+        problems = self._problems_for(timeout)
+        if problems:
+            raise TargetUnreachable(f"external federation {self.profile.name} is not healthy after "
+                                    f"{timeout:g} s: {'; '.join(problems)}")
+
+    def _problems_for(self, timeout: float) -> list[str]:
+        """What stayed unreachable for *timeout* seconds (empty: all reachable once)."""
         deadline = time.monotonic() + timeout
         while True:
             problems = self._problems()
-            if not problems:
-                return
-            if time.monotonic() >= deadline:
-                raise TargetUnreachable(f"external federation {self.profile.name} is not healthy after "
-                                        f"{timeout:g} s: {'; '.join(problems)}")
+            if not problems or time.monotonic() >= deadline:
+                return problems
             time.sleep(0.2)
 
     # -- faults --------------------------------------------------------------------------------------------

@@ -63,7 +63,11 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_up_names_everything_that_is_unreachable_before_any_fault(tmp_path: Path) -> None:
+def test_up_names_everything_that_is_unreachable_before_any_fault(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from gameday.targets import external
+
+    monkeypatch.setattr(external, "UP_TIMEOUT", 0.5)  # it retries for 10 s: a blip is not an outage
     port = _closed_port()
     data = {**GOOD, "service": {**GOOD["service"], "dns": {"server": "127.0.0.1", "port": port},
                                 "load": {"port": port}}}
