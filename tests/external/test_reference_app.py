@@ -98,7 +98,7 @@ def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
     assert [(e["kind"], e["region"], e["target"]) for e in pending] == [("proxy_cut_off", "b", "external")]
     assert pending[0]["params"]["revert"]["argv"][0] == "sh", "the revert command itself is in the ledger"
     assert not (tmp_path / "cut.reverted").exists(), "kill -9 left the fault in place"
-    (log,) = reports.glob("runs/*/commands.jsonl")  # the command log is part of the run's report
+    (log,) = reports.glob(".gameday/federations/*/commands.jsonl")  # every command, its exit code and output
     assert json.loads(log.read_text().splitlines()[0])["command"].startswith("sh -c 'echo injected")
     (tmp_path / "profile.yaml").write_text(profile.read_text().replace("reverted >>", "CHANGED >>"))
 
