@@ -129,7 +129,8 @@ class BareTarget:
         self.topology = topology
 
     def __getattr__(self, attr):
-        if attr in ("up", "deploy", "down", "regions", "endpoints", "check_health", "inject", "revert", "ref"):
+        if attr in ("up", "deploy", "down", "regions", "endpoints", "sources", "check_health", "inject", "revert",
+                    "ref"):
             return getattr(self._inner, attr)
         raise AttributeError(attr)
 
@@ -196,7 +197,7 @@ def test_a_hook_answer_that_is_not_a_target_says_what_it_lacks(pytester: pytest.
     result = pytester.runpytest("--gameday-target=half")
     result.stdout.fnmatch_lines(["*UsageError: gameday: --gameday-target=half: the pytest_gameday_make_target hook "
                                  "returned Half, which is not a gameday Target (missing: deploy, down, regions, "
-                                 "endpoints, check_health, inject, revert, ref; *"])
+                                 "endpoints, sources, check_health, inject, revert, ref; *"])
 
 
 # -- the registry, without pytest -------------------------------------------------------------------
