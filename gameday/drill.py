@@ -46,7 +46,13 @@ from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.targets.base import ComponentState, FaultPlanner, HasFaults, Target, liveness_of
+from gameday.targets.base import (
+    ComponentState,
+    FaultPlanner,
+    HasFaults,
+    Target,
+    liveness_of,
+)
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
