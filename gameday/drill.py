@@ -54,7 +54,7 @@ from gameday.targets.base import (
     liveness_of,
 )
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
-from gameday.topology import Topology
+from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -168,6 +168,10 @@ class Drill:
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = self.faults.check(kind, region, params, self.region_names)
+        if isinstance(self.target, FaultPlanner):
+            # The target refuses a fault it cannot do (an external profile without it) now,
+            # before the ledger records an injection that would never happen.
+            self.target.plan_fault(kind, region, dict(params))
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
@@ -317,8 +321,12 @@ class Drill:
         Raises:
             DrillRefused: with the arithmetic and what to change.
         """
-        topo = getattr(self.target, "topology", None)  # not part of the Target protocol
-        timing = topo.timing if isinstance(topo, Topology) else None
+        # Neither is part of the Target protocol: an external target states its detection
+        # timing only when its profile does (``timing``, else None: unknown).
+        timing = getattr(self.target, "timing", None)
+        if not isinstance(timing, Timing):
+            topo = getattr(self.target, "topology", None)
+            timing = topo.timing if isinstance(topo, Topology) else None
         return preflight.check_clients_can_move(timing, self.dns_ttl, self.slo.switchover_limit, action=action)
 
     def _dry_run(self, kind: str, region: str | None, params: dict[str, Any], *, checks: list[str],

@@ -136,9 +136,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SETTINGS_KEY]
-    topo = s.topology or "clusters/local.yaml (default)"
+    where = f"profile={s.profile}" if s.target == "external" else \
+        f"topology={s.topology or 'clusters/local.yaml (default)'}"
     how = "given" if s.seed_was_given else "random; reproduce with"
-    return [f"gameday: target={s.target} topology={topo} seed={s.seed} ({how} --gameday-seed={s.seed}) "
+    return [f"gameday: target={s.target} {where} seed={s.seed} ({how} --gameday-seed={s.seed}) "
             f"rounds={s.rounds}"]
 
 

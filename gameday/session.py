@@ -30,6 +30,7 @@ from gameday.faults import Ledger
 from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
 from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
+from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
 from gameday.settings import TARGET_HELP, Settings
@@ -63,6 +64,9 @@ class SessionState:
 
     settings: Settings
     topology: Topology | None = None
+    """The topology; for the external target, derived from the profile (its regions, load, timing)."""
+    profile: LoadedProfile | None = None
+    """The external target's profile."""
     run_dir: Path = Path("reports")
     drills: list[dict[str, Any]] = field(default_factory=list)
     conformance: list[dict[str, Any]] = field(default_factory=list)
@@ -92,8 +96,20 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
     Raises:
         pytest.UsageError: the topology file is invalid (names file and field).
     """
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, when installed
+    if state.settings.target == "external" and workers not in (None, 0, "0"):
+        # Each xdist worker has a federation of its own on the other targets; an external
+        # federation is one, so two workers would break it at the same time.
+        raise pytest.UsageError(f"gameday: --gameday-target=external drills the one federation its profile "
+                                f"describes; -n {workers} would run drills in several pytest-xdist workers against "
+                                "it at once: run without -n")
     try:
-        state.topology = load_topology(state.settings.topology)
+        if state.settings.target == "external":
+            assert state.settings.profile is not None  # settings.resolve requires it
+            state.profile = load_profile(state.settings.profile)
+            state.topology = state.profile.profile.as_topology()
+        else:
+            state.topology = load_topology(state.settings.topology)
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)
@@ -365,7 +381,9 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         shielded, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
-        round_index=round_index, dns_ttl=state.topology.timing.dns_ttl, on_result=on_result,
+        # An external target knows its TTL from its profile or its DNS server's answers.
+        round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
+        on_result=on_result,
     )
     yield d
 
@@ -492,6 +510,8 @@ def write_run_file(config: pytest.Config, state: SessionState) -> None:
     data = {
         "seed": state.settings.seed, "target": state.settings.target,
         "topology": str(state.settings.topology or "clusters/local.yaml"),
+        "profile": str(state.profile.path) if state.profile is not None else None,
+        "profile_sha256": state.profile.sha256 if state.profile is not None else None,
         "started": state.started, "finished": time.time(), "argv": sys.argv,
         "drills": state.drills, "conformance": state.conformance,
     }

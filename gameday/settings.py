@@ -70,6 +70,8 @@ class Settings:
 
     target: str = "local"
     topology: Path | None = None
+    profile: Path | None = None
+    """The federation profile the ``external`` target drills (required by it, unused by the others)."""
     seed: int = 0
     seed_was_given: bool = False
     rounds: int = 1
@@ -256,6 +258,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube, external, or a "
                "target a plugin adds", TargetName()),
     OptionSpec("topology", "topology YAML (default: clusters/local.yaml)", ExistingFile("topology YAML file")),
+    OptionSpec("profile", "federation profile YAML for --gameday-target=external: regions, DNS, sources, faults "
+               "as commands", ExistingFile("federation profile YAML file")),
     # 2**63 - 1: the seed must survive JSON, JUnit and Allure readers as a 64-bit integer.
     OptionSpec("seed", "seed for every random choice (region picks); printed in the header",
                Number(True, 0, 2**63 - 1, hi_text="2**63 - 1")),
@@ -328,6 +332,14 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         if opt.name == "target" and targets is not None and values[opt.name] not in targets:
             raise ConfigError(f"--gameday-target ({source}): got {shown(values[opt.name])}, expected one of "
                               f"{', '.join(sorted(targets))}, or {TARGET_HELP}", field="target")
+    target = values.get("target", "local")
+    if target == "external" and "profile" not in values:
+        raise ConfigError("--gameday-target=external needs a federation profile: --gameday-profile FILE (ini "
+                          "gameday_profile, env GAMEDAY_PROFILE); see the README, 'Drill your own federation'",
+                          field="profile")
+    if target == "external" and "topology" in values:
+        raise ConfigError("--gameday-target=external takes its regions from --gameday-profile; leave "
+                          "--gameday-topology out", field="topology")
     seed_given = "seed" in values
     seed = values.get("seed", random.SystemRandom().randrange(1, 2**31))
     defaults = SLO()
@@ -340,8 +352,9 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         stop_after=values.get("stop-after", defaults.stop_after),
     )
     return Settings(
-        target=values.get("target", "local"),
+        target=target,
         topology=values.get("topology"),
+        profile=values.get("profile"),
         seed=seed,
         seed_was_given=seed_given,
         rounds=values.get("rounds", 1),
