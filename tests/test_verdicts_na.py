@@ -134,7 +134,7 @@ def test_a_source_that_fell_behind_says_so_in_the_figure() -> None:
         "gateway-a": PollRate("gateway-a", "HTTP JSON", 10.0, 10.0, 41, 41, 0, 0.1)})
     f = res.switchover()
     assert f.limited_by == "gateway-c" and f.resolution == pytest.approx(0.5)
-    assert "resolution 0.50 s, not 0.1 s: gateway-c answered 2.0 polls/s of 10 asked" in f.detail
+    assert "resolution 0.50 s, not 0.1 s: gateway-c was read 2.0 times/s of 10 asked" in f.detail
     assert res.summary()["sources_behind"] == ["gateway-c"]
 
 

@@ -43,26 +43,32 @@ class PollRate:
     nominal_hz: float
     """The rate asked for (1 / the observer interval; lower for utilisation)."""
     achieved_hz: float
-    """Polls answered per second over the observer's life."""
+    """Polls completed per second over the observer's life: each is an observation on the
+    timeline, answered or not (a stopped gateway refusing at 10 Hz is observed at 10 Hz)."""
     polls: int
     """Reads completed (answered or not)."""
     answered: int
+    """Reads the source answered (ok)."""
     skipped: int
     """Ticks at which its previous read was still in flight (it fell behind)."""
     max_gap_s: float
     """Longest time between two consecutive completed reads."""
     last_error: str | None = None
+    answered_hz: float | None = None
+    """Polls answered per second (None: not computed)."""
 
     @property
     def behind(self) -> bool:
-        """Answered at less than 80 % of its nominal rate."""
+        """Observed at less than 80 % of its nominal rate: the gaps between its observations,
+        and so the resolution of what it measures, are wider than the observer's interval."""
         return self.achieved_hz < 0.8 * self.nominal_hz
 
     def as_dict(self) -> dict[str, object]:
         return {"source": self.source, "description": self.description, "nominal_hz": round(self.nominal_hz, 2),
-                "achieved_hz": round(self.achieved_hz, 2), "polls": self.polls, "answered": self.answered,
-                "skipped": self.skipped, "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind,
-                "last_error": self.last_error}
+                "achieved_hz": round(self.achieved_hz, 2),
+                "answered_hz": None if self.answered_hz is None else round(self.answered_hz, 2),
+                "polls": self.polls, "answered": self.answered, "skipped": self.skipped,
+                "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind, "last_error": self.last_error}
 
 
 class _Counter:
@@ -174,8 +180,8 @@ class Observer:
         if self._started is None:
             return {}
         span = max((self._stopped or time.monotonic()) - self._started, 1e-9)
-        return {k: PollRate(k, c.description, c.nominal, c.answered / span, c.polls, c.answered, c.skipped,
-                            c.max_gap, c.last_error)
+        return {k: PollRate(k, c.description, c.nominal, c.polls / span, c.polls, c.answered, c.skipped,
+                            c.max_gap, c.last_error, answered_hz=c.answered / span)
                 for k, c in list(self._counts.items())}
 
     def _run(self) -> None:

@@ -143,8 +143,8 @@ class DrillResult:
         if f.value is None or rate is None or not (rate.behind or f.resolution > 2 * self.poll_interval):
             return f
         return replace(f, detail=f"{f.detail}; resolution {f.resolution:.2f} s, not "
-                                 f"{self.poll_interval:g} s: {rate.source} answered {rate.achieved_hz:.1f} "
-                                 f"polls/s of {rate.nominal_hz:.0f} asked (longest gap {rate.max_gap_s:.2f} s)")
+                                 f"{self.poll_interval:g} s: {rate.source} was read {rate.achieved_hz:.1f} "
+                                 f"times/s of {rate.nominal_hz:.0f} asked (longest gap {rate.max_gap_s:.2f} s)")
 
     def client_recovery(self) -> Figure:
         tl = self.timeline.copy()
