@@ -1,0 +1,104 @@
+"""The foreign federation on its own, before gameday drills it: real nginx, real PowerDNS.
+
+Checks that it is a federation worth drilling: every gateway serves its own region, DNS
+answers every gateway, and the profile's own ``gateway_down`` commands take a region out
+of DNS within PowerDNS's configured check timing and put it back after the revert. The
+figures are measured here from outside with dnspython, the same way the drill measures
+them, so the drill's DNS convergence can be compared with these.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from tests.foreign.conftest import FOREIGN_GROUP
+from tests.foreign.federation import ForeignFederation, Region, wait_until
+
+pytestmark = [pytest.mark.slow, FOREIGN_GROUP]
+
+#: DNS is polled this often (s) while waiting for a change: the figures' resolution.
+POLL_S = 0.01
+#: Allowance (s) on top of the check interval for scheduling on a shared 2-core machine
+#: (PowerDNS's checker thread, its std::async checks and this poller all have to run).
+SLACK_S = 0.5
+
+
+def _run(argv: list[str]) -> None:
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=15, check=False)
+    assert r.returncode == 0, f"{argv} exited {r.returncode}: {r.stdout}{r.stderr}"
+
+
+def _first_answer(fed: ForeignFederation, want: bool, region: Region, timeout: float) -> float | None:
+    """Monotonic time of the first DNS answer that includes (*want*) or leaves out *region*."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = fed.dns_answer()
+        t = time.monotonic()
+        if answer is not None and (region.gateway_host in answer) == want:
+            return t
+        time.sleep(POLL_S)
+    return None
+
+
+def test_every_gateway_serves_its_region_and_dns_answers_all(foreign: ForeignFederation) -> None:
+    assert foreign.dns_answer() == tuple(sorted(foreign.gateway_hosts()))
+    for r in foreign.regions:
+        assert foreign.served_by(r) == r.name, f"gateway {r.gateway_host}:{foreign.port} did not proxy to its backend"
+    # The gateway answers /healthz itself: a real gateway in front of a backend.
+    for r in foreign.regions:
+        _run(r.backend.stop_argv())
+        assert wait_until(lambda r=r: r.backend.master_pid() is None, 5)
+        assert foreign.served_by(r) is None  # 502 from the gateway: nothing behind it
+        assert foreign.gateway_accepts(r)
+        _run(r.backend.start_argv())
+        assert foreign.served_by(r) == r.name
+
+
+def test_gateway_down_leaves_dns_within_the_check_interval_and_revert_brings_it_back(
+        foreign: ForeignFederation, record_property: pytest.RecordProperty) -> None:
+    t = foreign.timing
+    bound = t.detection_bound_s
+    out_s: dict[str, float] = {}
+    back_s: dict[str, float] = {}
+    for region in foreign.regions:
+        fault = foreign.fault_commands(region)
+        _run(fault["inject"]["argv"])
+        # The check is a TCP connect, so time it from when the port stopped accepting
+        # (`nginx -s stop` returns once the signal is sent; the master closes a moment later).
+        assert wait_until(lambda region=region: not foreign.gateway_accepts(region), 5, interval=POLL_S)
+        closed = time.monotonic()
+        gone = _first_answer(foreign, False, region, bound + SLACK_S + 5)
+        assert gone is not None, f"DNS still answers {region.gateway_host} {bound + SLACK_S + 5} s after it stopped"
+        out_s[region.name] = gone - closed
+        # Gone for good (no flapping): PowerDNS keeps it out over the next two check rounds.
+        stay_until = time.monotonic() + 2 * t.interval_s
+        while time.monotonic() < stay_until:
+            answer = foreign.dns_answer()
+            assert answer is not None and region.gateway_host not in answer, answer
+            assert set(answer) == set(foreign.gateway_hosts()) - {region.gateway_host}, answer
+            time.sleep(0.05)
+
+        _run(fault["revert"]["argv"])
+        opened = time.monotonic()  # the start command returns once the master has bound its port
+        assert foreign.gateway_accepts(region)
+        back = _first_answer(foreign, True, region, bound + SLACK_S + 5)
+        assert back is not None, f"DNS does not answer {region.gateway_host} again after the revert"
+        back_s[region.name] = back - opened
+        assert foreign.dns_answer() == tuple(sorted(foreign.gateway_hosts()))
+        assert foreign.served_by(region) == region.name
+
+    summary = (f"PowerDNS check interval {t.interval_s} s, {t.failures_to_down} failed check to leave out "
+               f"(expected delay 0..{bound:.1f} s, +{POLL_S * 1000:.0f} ms poll); measured out "
+               + ", ".join(f"{k}={v:.3f}" for k, v in out_s.items()) + " s; back "
+               + ", ".join(f"{k}={v:.3f}" for k, v in back_s.items()) + " s")
+    print(summary)
+    record_property("foreign_dns_out_s", out_s)
+    record_property("foreign_dns_back_s", back_s)
+    for name, delay in {**{f"out {k}": v for k, v in out_s.items()},
+                        **{f"back {k}": v for k, v in back_s.items()}}.items():
+        assert 0 <= delay <= bound + SLACK_S, (
+            f"{name}: {delay:.3f} s, outside the configured check timing 0..{bound:.1f} s (+{SLACK_S} s slack); "
+            + summary)
