@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from tests.foreign.federation import PACKAGES_SCRIPT, ForeignFederation, processes_under
+from tests.foreign.federation import PACKAGES_SCRIPT, ForeignFederation
+from tests.foreign.processes import processes_under
 
 # Every test of this directory runs in one xdist worker (`--dist loadgroup`): they share
 # the module's federation, and two federations at once would only compete for the 2 cores.

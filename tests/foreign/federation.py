@@ -31,15 +31,13 @@ Every process is started by this module and stopped by :meth:`ForeignFederation.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
-import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +48,8 @@ import dns.query
 import dns.rdatatype
 import httpx
 import yaml
+
+from tests.foreign.processes import alive, children, kill_tree, processes_under, wait_until
 
 ZONE = "foreign.test."
 FQDN = "app.foreign.test."
@@ -131,7 +131,7 @@ class Nginx:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        return pid if _alive(pid) else None
+        return pid if alive(pid) else None
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,8 @@ class ForeignFederation:
     @classmethod
     def plan(cls, root: Path, timing: CheckTiming | None = None) -> ForeignFederation:
         """Pick free ports on the federation's addresses and write every config under *root*."""
-        nginx, pdns_server = find_binary("nginx"), find_binary("pdns_server")
+        # The real path: start-stop-daemon --exec compares it with /proc/<pid>/exe.
+        nginx, pdns_server = os.path.realpath(find_binary("nginx")), find_binary("pdns_server")
         gateways = [region_host(i + 1, 1) for i in range(len(REGION_NAMES))]
         backends = [region_host(i + 1, 10) for i in range(len(REGION_NAMES))]
         fed = cls(root=root, port=free_port(gateways), backend_port=free_port(backends),
@@ -337,7 +338,7 @@ class ForeignFederation:
                 self._pdns.kill()
                 self._pdns.wait(5)
         for pid in processes_under(self.root):  # anything still naming our files
-            _kill(pid)
+            kill_tree(pid)
 
     def _log_tail(self, lines: int = 15) -> str:
         try:
@@ -375,9 +376,19 @@ class ForeignFederation:
 
     # -- the profile ----------------------------------------------------------------------------
     def fault_commands(self, region: Region) -> dict[str, dict[str, Any]]:
-        """``gateway_down`` for *region*: stop its gateway's nginx; the inverse starts it again."""
-        return {"inject": {"argv": region.gateway.stop_argv(), "timeout": 10},
-                "revert": {"argv": region.gateway.start_argv(), "timeout": 10}}
+        """``gateway_down`` for *region*: stop its gateway's nginx; the inverse starts it again.
+
+        Both through Debian's ``start-stop-daemon`` (dpkg, as Debian's own nginx init script
+        does), without a shell: ``--stop --retry`` returns only once the master has exited
+        (so the injection has taken effect when it returns), ``--start`` does nothing when
+        the master named by the pid file runs, and ``--oknodo`` makes both succeed when
+        there is nothing to do - the revert is idempotent, as ``gameday restore`` needs.
+        """
+        n = region.gateway
+        ssd = find_binary("start-stop-daemon")
+        match = ["--pidfile", str(n.pid_file), "--exec", n.binary]
+        return {"inject": {"argv": [ssd, "--stop", "--oknodo", "--retry", "TERM/5/KILL/5", *match], "timeout": 15},
+                "revert": {"argv": [ssd, "--start", "--oknodo", *match, "--", *n.start_argv()[1:]], "timeout": 15}}
 
     def profile(self, capacity_rps: float | None = None) -> dict[str, Any]:
         """The federation profile (contract B of issue 8) describing this federation.
@@ -386,6 +397,7 @@ class ForeignFederation:
         and PowerDNS no routable set, so switchover is measured from DNS answers and the
         version and alarm verdicts are not applicable.
         """
+        t = self.timing
         regions: list[dict[str, Any]] = []
         for r in self.regions:
             entry: dict[str, Any] = {"name": r.name, "gateway": r.gateway_host, "weight": 1,
@@ -402,6 +414,10 @@ class ForeignFederation:
                 "served_by_header": SERVED_BY,
             },
             "regions": regions,
+            # What PowerDNS is configured with (see CheckTiming); 4.7 takes a gateway out
+            # after one failed check and puts it back after one good one.
+            "timing": {"probe_interval": float(t.interval_s), "probe_timeout": float(t.timeout_s),
+                       "fall": t.failures_to_down, "rise": 1, "dns_ttl": t.ttl_s},
         }
 
     def write_profile(self, path: Path, capacity_rps: float | None = None) -> Path:
@@ -472,72 +488,13 @@ def _run(argv: list[str], what: str, timeout: float = 15.0) -> None:
         raise RuntimeError(f"{what}: {argv} exited {r.returncode}: {r.stdout}{r.stderr}")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by whoever is its parent now) serves nothing.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().split(") ", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _kill(pid: int) -> None:
-    for p in [*_children(pid), pid]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(p, signal.SIGKILL)
-
-
 def _stop_nginx(n: Nginx, timeout: float = 5.0) -> None:
     pid = n.master_pid()
     if pid is None:
         return
-    workers = _children(pid)
+    workers = children(pid)
     subprocess.run(n.stop_argv(), capture_output=True, timeout=15, check=False)
-    if not wait_until(lambda: not _alive(pid) and not any(_alive(w) for w in workers), timeout):
-        _kill(pid)
+    if not wait_until(lambda: not alive(pid) and not any(alive(w) for w in workers), timeout):
+        kill_tree(pid)
         for w in workers:
-            _kill(w)
-
-
-def processes_under(root: Path) -> list[int]:
-    """Live processes whose command line names a path under *root*, and their children
-    (an nginx worker's command line names nothing, its master's does)."""
-    needle = f"{root}/".encode()  # the slash: foreign1 must not match foreign10
-    found: set[int] = set()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if needle in cmdline.read_bytes():
-                found.add(int(cmdline.parent.name))
-        except OSError:
-            continue
-    found |= {c for pid in list(found) for c in _children(pid)}
-    found.discard(os.getpid())
-    return sorted(p for p in found if _alive(p))
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
-    """Poll *predicate* until it holds (True) or *timeout* seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if predicate():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(interval)
+            kill_tree(w)
