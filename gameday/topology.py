@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -287,11 +288,21 @@ def _loc(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
-def _field_at(loc: tuple[int | str, ...]) -> tuple[FieldInfo | None, Any]:
+def _unwrap_optional(ann: Any) -> Any:
+    """``X | None`` -> ``X`` (a profile's optional sections and numbers)."""
+    if get_origin(ann) in (Union, UnionType):
+        rest = [a for a in get_args(ann) if a is not type(None)]
+        if len(rest) == 1:
+            return rest[0]
+    return ann
+
+
+def _field_at(loc: tuple[int | str, ...], root: type[BaseModel] | None = None) -> tuple[FieldInfo | None, Any]:
     """The model field (and the type) a validation error's location points at, if any."""
     info: FieldInfo | None = None
-    ann: Any = Topology
+    ann: Any = root or Topology
     for part in loc:
+        ann = _unwrap_optional(ann)
         if isinstance(ann, type) and issubclass(ann, BaseModel) and isinstance(part, str):
             info = ann.model_fields.get(part)
             if info is None:
@@ -305,7 +316,7 @@ def _field_at(loc: tuple[int | str, ...]) -> tuple[FieldInfo | None, Any]:
                 ann = get_args(ann)[0]
             continue
         return None, None
-    return info, ann
+    return info, _unwrap_optional(ann)
 
 
 _NUMERIC_ERRORS = frozenset({
@@ -314,9 +325,9 @@ _NUMERIC_ERRORS = frozenset({
 })
 
 
-def _expected_number(loc: tuple[int | str, ...]) -> str | None:
+def _expected_number(loc: tuple[int | str, ...], root: type[BaseModel] | None = None) -> str | None:
     """``an integer >= 2 and <= 50 (why)`` for a numeric field, from its declared bounds."""
-    info, ann = _field_at(loc)
+    info, ann = _field_at(loc, root)
     if ann is bool:
         return "true or false"
     if ann not in (int, float):
@@ -337,7 +348,7 @@ MAX_ERRORS_SHOWN = 10
 """Lines of one validation error: a generated file can be wrong in thousands of places."""
 
 
-def _error_line(err: Any) -> str:
+def _error_line(err: Any, root: type[BaseModel] | None = None, example: str = "clusters/local.yaml") -> str:
     loc_t = tuple(err["loc"])
     loc = _loc(loc_t)
     msg = str(err["msg"]).removeprefix("Value error, ")
@@ -349,28 +360,34 @@ def _error_line(err: Any) -> str:
             return f"{loc}: {msg}"
         return f"{_loc(loc_t) + '.' if loc_t else ''}{msg}"
     if kind == "extra_forbidden":
-        return f"{loc}: unknown field (check the spelling; see clusters/local.yaml)"
+        return f"{loc}: unknown field (check the spelling; see {example})"
     if kind == "missing":
         return f"{loc}: required field is missing"
     if kind in ("too_short", "too_long"):
-        info, _ = _field_at(loc_t)
+        info, _ = _field_at(loc_t, root)
         n = len(err["input"]) if hasattr(err.get("input"), "__len__") else "?"
         bound = (f"at least {err['ctx']['min_length']}" if kind == "too_short"
                  else f"at most {err['ctx']['max_length']}")
         why = f" ({info.description})" if info is not None and info.description else ""
         return f"{loc}: got {n} item(s), expected {bound}{why}"
     if kind in _NUMERIC_ERRORS:
-        expected = _expected_number(loc_t)
+        expected = _expected_number(loc_t, root)
         if expected is not None:
             return f"{loc}: got {shown(err.get('input'))}, expected {expected}"
     expected = msg.removeprefix("Input should be ").removeprefix("Input should ")
     return f"{loc}: got {shown(err.get('input'))}, expected {expected}"
 
 
-def format_validation_error(source: str, exc: ValidationError) -> str:
-    """Render a pydantic error as ``file: field: got VALUE, expected ...`` lines."""
+def format_validation_error(source: str, exc: ValidationError, *, root: type[BaseModel] | None = None,
+                            example: str = "clusters/local.yaml") -> str:
+    """Render a pydantic error as ``file: field: got VALUE, expected ...`` lines.
+
+    Args:
+        root: the model validated (default :class:`Topology`): numeric bounds are read from it.
+        example: the file an "unknown field" message points to.
+    """
     errors = exc.errors()
-    lines = [f"{source}: {_error_line(err)}" for err in errors[:MAX_ERRORS_SHOWN]]
+    lines = [f"{source}: {_error_line(err, root, example)}" for err in errors[:MAX_ERRORS_SHOWN]]
     if len(errors) > MAX_ERRORS_SHOWN:
         lines.append(f"{source}: ... and {len(errors) - MAX_ERRORS_SHOWN} more error(s)")
     return "\n".join(lines)

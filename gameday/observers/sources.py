@@ -1,0 +1,630 @@
+"""Observation sources: where the observer reads a federation from, one observation at a time.
+
+A federation is known to the harness only through what it exposes (DESIGN.md §7): an entry
+node's route version and routable regions over HTTP JSON, the control plane's version over
+HTTP JSON or Prometheus, the GSLB's answers over DNS, stale-snapshot alarms in a log file or
+a command's output. Each kind is one small protocol whose one method takes one observation
+now; the observer polls them on one monotonic clock and stamps each answer when it arrived.
+The reference app is described with the same built-in sources as any other federation.
+
+Protocols: :class:`EntryNodeSource`, :class:`VersionSource`, :class:`DnsSource`,
+:class:`AlarmSource`. Built-ins: :class:`HttpJsonNode`, :class:`HttpJsonVersion`,
+:class:`PrometheusVersion`, :class:`MetricsVersion`, :class:`UdpDns`, :class:`LogFileAlarms`,
+:class:`CommandAlarms`. What a target gives the observer: :class:`Sources`.
+
+A source never raises for a federation that does not answer: "it did not answer" is an
+observation (``NodeReading(ok=False)``, a ``None`` version, ``DnsReading(ok=False)``). Why
+the last read failed is kept in the built-ins' ``last_error`` for the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import queue
+import re
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import dns.asyncquery
+import dns.exception
+import dns.message
+import dns.rdatatype
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from gameday.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+AlarmEventKind = Literal["stale_snapshot", "stale_snapshot_cleared"]
+ALARM_EVENTS: tuple[AlarmEventKind, ...] = ("stale_snapshot", "stale_snapshot_cleared")
+
+
+# -- readings -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class NodeReading:
+    """What an entry node reports."""
+
+    ok: bool
+    """It answered at all (and its answer carried the fields its source promises)."""
+    version: int | None = None
+    """The route version it routes by (None: the source has no version)."""
+    routable: tuple[str, ...] | None = None
+    """The regions it routes to (None: not known)."""
+    stale: bool | None = None
+    """Its own stale flag (None: not known)."""
+
+
+@dataclass(frozen=True)
+class DnsReading:
+    """What clients are answered, over all the samples of one read."""
+
+    ok: bool
+    """At least one query was answered (an empty answer counts: the server spoke)."""
+    addresses: tuple[str, ...] = ()
+    """Every address of every answered query, repeated across samples (for answer shares)."""
+    ttl: int | None = None
+    """TTL of the last answer's record set, seconds."""
+
+
+@dataclass(frozen=True)
+class AlarmEvent:
+    """A stale-snapshot alarm raised or cleared by a node."""
+
+    t: float | None
+    """When the node logged it, on the harness's monotonic clock, when the line says so;
+    None: the observer stamps it when it read the line."""
+    node: str
+    event: AlarmEventKind
+    detail: str = ""
+
+
+# -- the seams ----------------------------------------------------------------------------------
+@runtime_checkable
+class EntryNodeSource(Protocol):
+    """An entry node (gateway, proxy): the route version and regions it routes by."""
+
+    name: str
+    """E.g. ``gateway-a``: the name figures and messages use."""
+    region: str
+    """The region the node belongs to (it does not survive its region's failure)."""
+
+    async def read(self, http: httpx.AsyncClient) -> NodeReading:
+        """Take one reading now; ``ok=False`` when the node did not answer."""
+        ...
+
+    def describe(self) -> str:
+        """One line for reports: what is read, from where."""
+        ...
+
+
+@runtime_checkable
+class VersionSource(Protocol):
+    """The control plane's global route version."""
+
+    async def read(self, http: httpx.AsyncClient) -> int | None:
+        """The version now; None when it could not be read."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class DnsSource(Protocol):
+    """What the GSLB answers clients."""
+
+    async def read(self) -> DnsReading: ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class AlarmSource(Protocol):
+    """Stale-snapshot alarms. Synchronous: files and pipes are read without waiting."""
+
+    def poll(self) -> list[AlarmEvent]:
+        """New events since the last call (the first call: since the source was made)."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class Closeable(Protocol):
+    """A source holding a resource (a child process) the observer releases when it stops."""
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Everything the observer polls, as a target describes its federation."""
+
+    entry_nodes: tuple[EntryNodeSource, ...]
+    dns: DnsSource
+    control_plane: VersionSource | None = None
+    """None: the version verdict is not applicable."""
+    alarms: tuple[AlarmSource, ...] = ()
+    """Empty: the alarm verdict is not applicable."""
+    utilisation: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Region -> the app instances' ``/status`` URLs (``utilisation``, ``capacity_rps``,
+    ``rejected_total``); optional, read at a lower rate."""
+
+    def describe(self) -> list[str]:
+        """One line per source, for the report."""
+        lines = [f"entry node {n.name} (region {n.region}): {n.describe()}" for n in self.entry_nodes]
+        lines.append(f"dns: {self.dns.describe()}")
+        lines.append("control plane: " + (self.control_plane.describe() if self.control_plane
+                                          else "none (version verdict not applicable)"))
+        lines += [f"alarms: {a.describe()}" for a in self.alarms] or ["alarms: none (alarm verdict not applicable)"]
+        return lines
+
+
+# -- field paths ----------------------------------------------------------------------------------
+_MISSING = object()
+
+
+def _path(doc: object, path: str) -> object:
+    """The value at dotted *path* (``status.route.version``; a numeric part indexes a list),
+    or ``_MISSING``."""
+    cur = doc
+    for part in path.split("."):
+        if isinstance(cur, Mapping) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.lstrip("-").isdigit() and -len(cur) <= int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            return _MISSING
+    return cur
+
+
+def _required(doc: object, path: str, url: str) -> object:
+    value = _path(doc, path)
+    if value is _MISSING:
+        raise ValueError(f"field {path!r} missing from {url}")
+    return value
+
+
+def _as_int(value: object, what: str) -> int:
+    # JSON and Prometheus may carry a version as 7, 7.0 or "7"; anything else is not a version.
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"{what} is {value!r}, not a number")
+    f = float(value)
+    if not math.isfinite(f) or f != int(f):
+        raise ValueError(f"{what} is {value!r}, not a whole number")
+    return int(f)
+
+
+async def _get(http: httpx.AsyncClient, url: str) -> httpx.Response:
+    r = await http.get(url)
+    r.raise_for_status()
+    return r
+
+
+# -- entry nodes ------------------------------------------------------------------------------
+class HttpJsonNode:
+    """An entry node whose status is a JSON document over HTTP, read through field paths.
+
+    Args:
+        name: the node's name (``gateway-a``).
+        region: its region.
+        url: the JSON document's URL.
+        version: dotted path of the route version (an integer); None: not provided.
+        routable: dotted path of the list of regions it routes to; None: not provided.
+        stale: dotted path of its stale flag (a boolean); None: not provided.
+
+    A provided field missing from an answer makes the reading not ok (the node answered, but
+    not what its description promises); ``last_error`` says which field.
+    """
+
+    def __init__(self, *, name: str, region: str, url: str, version: str | None = "version",
+                 routable: str | None = "routable_regions", stale: str | None = "stale") -> None:
+        self.name = name
+        self.region = region
+        self.url = url
+        self.version_path = version
+        self.routable_path = routable
+        self.stale_path = stale
+        self.last_error: str | None = None
+
+    async def read(self, http: httpx.AsyncClient) -> NodeReading:
+        try:
+            doc = (await _get(http, self.url)).json()
+            reading = NodeReading(True, self._version(doc), self._routable(doc), self._stale(doc))
+        except (httpx.HTTPError, ValueError, TypeError) as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return NodeReading(False)
+        self.last_error = None
+        return reading
+
+    def _field(self, doc: object, path: str) -> object:
+        return _required(doc, path, self.url)
+
+    def _version(self, doc: object) -> int | None:
+        if self.version_path is None:
+            return None
+        return _as_int(self._field(doc, self.version_path), f"field {self.version_path!r}")
+
+    def _routable(self, doc: object) -> tuple[str, ...] | None:
+        if self.routable_path is None:
+            return None
+        value = self._field(doc, self.routable_path)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise TypeError(f"field {self.routable_path!r} is {value!r}, not a list of region names")
+        return tuple(value)
+
+    def _stale(self, doc: object) -> bool | None:
+        if self.stale_path is None:
+            return None
+        value = self._field(doc, self.stale_path)
+        if not isinstance(value, bool):
+            raise TypeError(f"field {self.stale_path!r} is {value!r}, not true or false")
+        return value
+
+    def describe(self) -> str:
+        fields = ", ".join(f"{k}: {v}" for k, v in (("version", self.version_path),
+                                                      ("routable", self.routable_path),
+                                                      ("stale", self.stale_path)) if v is not None)
+        return f"HTTP JSON {self.url} ({fields or 'answers only'})"
+
+
+# -- control-plane versions ---------------------------------------------------------------------
+class HttpJsonVersion:
+    """The control plane's version from a JSON document over HTTP (dotted *field* path)."""
+
+    def __init__(self, *, url: str, field: str = "version") -> None:
+        self.url = url
+        self.field = field
+        self.last_error: str | None = None
+
+    async def read(self, http: httpx.AsyncClient) -> int | None:
+        try:
+            version = _as_int(_required((await _get(http, self.url)).json(), self.field, self.url),
+                              f"field {self.field!r}")
+        except (httpx.HTTPError, ValueError, TypeError) as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return None
+        self.last_error = None
+        return version
+
+    def describe(self) -> str:
+        return f"HTTP JSON {self.url} (version: {self.field})"
+
+
+class PrometheusVersion:
+    """The control plane's version from an instant query against a Prometheus HTTP API.
+
+    Args:
+        url: the Prometheus server (``http://prometheus:9090``); ``/api/v1/query`` is added
+            unless the URL already ends with it.
+        query: PromQL whose result is the version: a scalar, or a vector whose largest sample
+            is taken (several replicas of a control plane may export it; the newest counts).
+
+    A vector with no sample (the series is absent) reads as None.
+    """
+
+    def __init__(self, *, url: str, query: str) -> None:
+        self.url = url if url.rstrip("/").endswith("/api/v1/query") else url.rstrip("/") + "/api/v1/query"
+        self.query = query
+        self.last_error: str | None = None
+
+    async def read(self, http: httpx.AsyncClient) -> int | None:
+        try:
+            r = await http.get(self.url, params={"query": self.query})
+            r.raise_for_status()
+            version = self._version(r.json())
+        except (httpx.HTTPError, ValueError, TypeError) as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return None
+        self.last_error = None if version is not None else f"query {self.query!r} returned no sample"
+        return version
+
+    def _version(self, body: object) -> int | None:
+        if _path(body, "status") != "success":
+            raise ValueError(f"Prometheus answered {str(body)[:200]}")
+        kind, result = _path(body, "data.resultType"), _path(body, "data.result")
+        if kind == "scalar":
+            return _as_int(_path(result, "1"), "scalar result")
+        if kind != "vector" or not isinstance(result, list):
+            raise ValueError(f"query {self.query!r} gave a {kind} result, expected a scalar or an instant vector")
+        values = [_as_int(_path(s, "value.1"), "sample value") for s in result]
+        return max(values) if values else None
+
+    def describe(self) -> str:
+        return f"Prometheus {self.url} query {self.query!r}"
+
+
+class MetricsVersion:
+    """The control plane's version from a scrape of a ``/metrics`` text endpoint.
+
+    Args:
+        url: the endpoint.
+        metric: the sample name (``gameday_controlplane_version``).
+        labels: labels a sample must carry (a subset match); the largest matching sample counts.
+
+    Parsed with ``prometheus_client``'s parser: broken exposition text is an error reading
+    (None, ``last_error`` says why), not a guess.
+    """
+
+    def __init__(self, *, url: str, metric: str, labels: Mapping[str, str] | None = None) -> None:
+        self.url = url
+        self.metric = metric
+        self.labels = dict(labels or {})
+        self.last_error: str | None = None
+
+    async def read(self, http: httpx.AsyncClient) -> int | None:
+        try:
+            text = (await _get(http, self.url)).text
+            values = [_as_int(s.value, f"{self.metric} sample")
+                      for fam in text_string_to_metric_families(text) for s in fam.samples
+                      if s.name == self.metric and all(s.labels.get(k) == v for k, v in self.labels.items())]
+        except (httpx.HTTPError, ValueError, TypeError) as exc:  # the parser raises either on bad text
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return None
+        self.last_error = None if values else f"no sample {self.metric}{self.labels or ''} at {self.url}"
+        return max(values) if values else None
+
+    def describe(self) -> str:
+        sel = ",".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
+        return f"metrics {self.url} ({self.metric}{{{sel}}})" if sel else f"metrics {self.url} ({self.metric})"
+
+
+# -- DNS ------------------------------------------------------------------------------------------
+class UdpDns:
+    """The GSLB's answers to *fqdn* over UDP (dnspython), *samples* queries per read.
+
+    Several samples per read because a weighted GSLB answers one address at random: a region
+    with a 20 % weight needs several queries to be seen.
+    """
+
+    def __init__(self, *, server: str, port: int = 53, fqdn: str, rdtype: str = "A", samples: int = 16,
+                 timeout: float = 0.5) -> None:
+        try:
+            self._rdtype = dns.rdatatype.from_text(rdtype)
+        except dns.rdatatype.UnknownRdatatype as exc:
+            raise ConfigError(f"DNS source: record type {rdtype!r} is not one dnspython knows "
+                              f"(expected A or AAAA)", field="rdtype") from exc
+        if self._rdtype not in (dns.rdatatype.A, dns.rdatatype.AAAA):
+            raise ConfigError(f"DNS source: record type {rdtype!r} carries no address (expected A or AAAA)",
+                              field="rdtype")
+        if samples < 1:
+            raise ConfigError(f"DNS source: samples {samples} must be at least 1", field="samples")
+        self.server = server
+        self.port = port
+        self.fqdn = fqdn if fqdn.endswith(".") else fqdn + "."
+        self.rdtype = rdtype.upper()
+        self.samples = samples
+        self.timeout = timeout
+        self.last_error: str | None = None
+
+    async def read(self) -> DnsReading:
+        q = dns.message.make_query(self.fqdn, self._rdtype)
+
+        async def one() -> tuple[list[str], int | None]:
+            resp = await dns.asyncquery.udp(q, self.server, port=self.port, timeout=self.timeout)
+            addrs: list[str] = []
+            ttl = None
+            for rrset in resp.answer:
+                if rrset.rdtype == self._rdtype:
+                    ttl = rrset.ttl
+                    addrs += [rr.address for rr in rrset]
+            return addrs, ttl
+
+        results = await asyncio.gather(*[one() for _ in range(self.samples)], return_exceptions=True)
+        addresses: list[str] = []
+        ttl = None
+        ok = False
+        for res in results:
+            if isinstance(res, BaseException):
+                if not isinstance(res, dns.exception.DNSException | OSError):
+                    raise res  # a bug here, not a silent server
+                self.last_error = f"{type(res).__name__}: {res}"
+                continue
+            ok = True
+            addrs, t = res
+            addresses += addrs
+            ttl = t if t is not None else ttl
+        if ok:
+            self.last_error = None
+        return DnsReading(ok, tuple(addresses), ttl)
+
+    def describe(self) -> str:
+        return f"DNS {self.rdtype} {self.fqdn} at {self.server}:{self.port} (UDP, {self.samples} queries per read)"
+
+
+# -- alarms ---------------------------------------------------------------------------------------
+class _LineMatcher:
+    """Turns log lines into alarm events: a JSON field naming the event, or regexes.
+
+    JSON (*json_event_field*): the field's value must be one of :data:`ALARM_EVENTS`;
+    *time_field* (optional) is the line's CLOCK_MONOTONIC stamp; *detail_field* its detail.
+    Regex: a line matching *regex* raises the alarm, one matching *clear_regex* clears it; a
+    named group ``node`` overrides the source's node (one log for several proxies).
+    """
+
+    def __init__(self, *, node: str, regex: str | None, clear_regex: str | None, json_event_field: str | None,
+                 time_field: str | None, detail_field: str | None, where: str) -> None:
+        if (regex is None) == (json_event_field is None):
+            raise ConfigError(f"alarm source {where}: give exactly one of regex or json_event_field",
+                              field="regex")
+        try:
+            self.regex = re.compile(regex) if regex is not None else None
+            self.clear = re.compile(clear_regex) if clear_regex is not None else None
+        except re.error as exc:
+            raise ConfigError(f"alarm source {where}: invalid regular expression: {exc}", field="regex") from exc
+        self.node = node
+        self.event_field = json_event_field
+        self.time_field = time_field
+        self.detail_field = detail_field
+
+    def match(self, line: str) -> AlarmEvent | None:
+        if self.event_field is not None:
+            return self._json(line)
+        for pattern, event in ((self.regex, ALARM_EVENTS[0]), (self.clear, ALARM_EVENTS[1])):
+            m = pattern.search(line) if pattern is not None else None
+            if m is not None:
+                node = m.groupdict().get("node") or self.node
+                return AlarmEvent(None, node, event, line.strip()[:500])
+        return None
+
+    def _json(self, line: str) -> AlarmEvent | None:
+        assert self.event_field is not None
+        if not line.lstrip().startswith("{"):
+            return None
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            return None  # a log may interleave JSON with other lines
+        event = _path(doc, self.event_field)
+        if event not in ALARM_EVENTS:
+            return None
+        t: float | None = None
+        if self.time_field is not None:
+            raw = _path(doc, self.time_field)
+            t = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) else None
+        detail = _path(doc, self.detail_field) if self.detail_field is not None else _MISSING
+        return AlarmEvent(t, self.node, event, "" if detail is _MISSING else str(detail))
+
+
+class LogFileAlarms:
+    """Alarms from a log file a node appends to, read from where the last poll stopped.
+
+    Args:
+        path: the log file.
+        node: the node whose alarms it holds.
+        regex / clear_regex: see :class:`_LineMatcher`; or
+        json_event_field (+ time_field, detail_field): JSON lines.
+        from_start: read what the file already holds; default False: the first poll sees
+            what was appended after the source was made (older lines are another drill's).
+
+    A half-written last line is kept for the next poll; a file that shrank (rotated,
+    truncated) is read again from its start.
+    """
+
+    def __init__(self, *, path: str | Path, node: str, regex: str | None = None, clear_regex: str | None = None,
+                 json_event_field: str | None = None, time_field: str | None = None,
+                 detail_field: str | None = None, from_start: bool = False) -> None:
+        self.path = Path(path)
+        self.node = node
+        self._matcher = _LineMatcher(node=node, regex=regex, clear_regex=clear_regex,
+                                     json_event_field=json_event_field, time_field=time_field,
+                                     detail_field=detail_field, where=str(self.path))
+        self._offset = 0 if from_start else self._size()
+        self.last_error: str | None = None
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def poll(self) -> list[AlarmEvent]:
+        try:
+            with self.path.open("rb") as fh:
+                size = fh.seek(0, 2)
+                if size < self._offset:
+                    self._offset = 0  # rotated or truncated: what it holds now is new
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            self.last_error = f"{self.path} does not exist (yet)"
+            return []
+        except OSError as exc:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return []
+        self.last_error = None
+        end = data.rfind(b"\n") + 1  # keep a half-written last line for next time
+        self._offset += end
+        return [e for line in data[:end].decode(errors="replace").splitlines()
+                if (e := self._matcher.match(line)) is not None]
+
+    def describe(self) -> str:
+        how = (f"JSON field {self._matcher.event_field}" if self._matcher.event_field is not None
+               else f"regex {self._matcher.regex.pattern if self._matcher.regex else ''!r}")
+        return f"log file {self.path} of {self.node} ({how})"
+
+
+class CommandAlarms:
+    """Alarms from the output of a command that follows a log (``journalctl -f``,
+    ``kubectl logs -f``), started on the first poll and stopped by :meth:`close`.
+
+    Args:
+        argv: the command, run without a shell; its stdout lines are matched.
+        node: the node whose alarms it prints.
+        regex / clear_regex, json_event_field (+ time_field, detail_field): as for
+            :class:`LogFileAlarms`.
+
+    Lines are read by a thread as they come, so :meth:`poll` never waits. A command that
+    exits is not restarted (it would print its history again); ``last_error`` says how it
+    ended.
+    """
+
+    def __init__(self, *, argv: Sequence[str], node: str, regex: str | None = None, clear_regex: str | None = None,
+                 json_event_field: str | None = None, time_field: str | None = None,
+                 detail_field: str | None = None) -> None:
+        if not argv:
+            raise ConfigError(f"alarm command for {node}: argv is empty", field="argv")
+        self.argv = tuple(argv)
+        self.node = node
+        self._matcher = _LineMatcher(node=node, regex=regex, clear_regex=clear_regex,
+                                     json_event_field=json_event_field, time_field=time_field,
+                                     detail_field=detail_field, where=" ".join(self.argv))
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._reader: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def _start(self) -> None:
+        try:
+            self._proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL)
+        except OSError as exc:
+            self.last_error = f"cannot run {' '.join(self.argv)}: {exc}"
+            self._proc = None
+            return
+        self._reader = threading.Thread(target=self._read, args=(self._proc,), daemon=True,
+                                        name=f"gameday-alarms-{self.node}")
+        self._reader.start()
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            self._lines.put(raw.decode(errors="replace"))
+        code = proc.wait()
+        self.last_error = f"{' '.join(self.argv)} exited with code {code}; its later output is not seen"
+
+    def poll(self) -> list[AlarmEvent]:
+        if self._proc is None and self._reader is None and self.last_error is None:
+            self._start()
+        out: list[AlarmEvent] = []
+        while True:
+            try:
+                line = self._lines.get_nowait()
+            except queue.Empty:
+                return out
+            if (e := self._matcher.match(line)) is not None:
+                out.append(e)
+
+    def close(self) -> None:
+        """Stop the command (SIGTERM, then SIGKILL after 2 s). Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(2)
+
+    def describe(self) -> str:
+        how = (f"JSON field {self._matcher.event_field}" if self._matcher.event_field is not None
+               else f"regex {self._matcher.regex.pattern if self._matcher.regex else ''!r}")
+        return f"command {' '.join(self.argv)} for {self.node} ({how})"

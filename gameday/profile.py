@@ -1,0 +1,516 @@
+"""A federation profile: how the harness reaches, observes and breaks a federation it did not build.
+
+The ``external`` target (:mod:`gameday.targets.external`) knows a federation only through
+its profile (DESIGN.md §7): the name clients resolve and the DNS server they ask, how a
+client reaches a region's gateway, each region's gateway address, weight and (if known)
+capacity, where each entry node reports its route version and routable regions, optional
+sources of the control-plane version and of stale-snapshot alarms, and every fault as a
+command with its exact inverse. The README section "Drill your own federation" has a
+complete, commented example.
+
+A profile is YAML read defensively (:mod:`gameday.userinput`: bounded size, UTF-8, one
+document, no duplicate keys, no alias bombs) and validated into frozen pydantic models.
+Numbers are strict (``true`` is not 1) and finite. Every error names the file, the field,
+the value (shortened) and what was expected::
+
+    team.yaml: regions[1].weight: got -5, expected a finite number > 0 and <= 1000
+
+Relative paths in a profile (alarm log files) are relative to the profile's directory,
+and commands run there, so a profile and its scripts can live side by side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import httpx
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gameday.errors import ConfigError
+from gameday.faults.catalogue import CATALOGUE
+from gameday.topology import (
+    _LABEL,
+    _ZONE,
+    MAX_DNS_TTL,
+    Load,
+    Region,
+    Timing,
+    Topology,
+    _loc,
+    format_validation_error,
+)
+from gameday.userinput import load_yaml, read_text_file, shown
+
+EXAMPLE = "README.md, section 'Drill your own federation'"
+"""Where an "unknown field" message points."""
+
+MAX_COMMAND_TIMEOUT = 600.0
+"""Seconds. A fault command that takes longer than 10 minutes is not a fault injection but
+a deployment; a drill whose inject may hang for longer cannot bound its own duration."""
+
+_FAULT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_DNS_NAME_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
+_HEADER = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")  # an HTTP token (RFC 9110)
+
+NonEmpty = Annotated[str, Field(min_length=1, max_length=4096)]
+
+
+class _Model(BaseModel):
+    # As in the topology: NaN passes no comparison, so it would slip past every bound.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+def _http_url(v: str) -> str:
+    try:
+        url = httpx.URL(v)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"got {shown(v)}, expected an http:// or https:// URL ({exc})") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"got {shown(v)}, expected an http:// or https:// URL with a host")
+    return v
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""An http(s) URL with a host, kept as written (pydantic's own URL type would normalise it)."""
+
+
+# -- commands and faults ---------------------------------------------------------------------------
+class Command(_Model):
+    """One command of a fault: run without a shell (``argv``) unless ``shell: true`` asks for one."""
+
+    argv: list[NonEmpty] | None = Field(None, min_length=1, max_length=1000)
+    """The program and its arguments, run directly (no shell: nothing is word-split or expanded)."""
+    shell: bool = Field(False, strict=True)
+    """True: run ``command`` with ``/bin/sh -c`` (pipes, redirections); only when asked for."""
+    command: NonEmpty | None = None
+    """The shell command line (only with ``shell: true``)."""
+    timeout: float = Field(30.0, gt=0, le=MAX_COMMAND_TIMEOUT, strict=True)
+    """Seconds the command may take; it is killed after that and counts as failed. 30 s:
+    stopping or reloading a service takes seconds; a hung command must not hold the drill."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the command (added to the harness's own)."""
+
+    @model_validator(mode="after")
+    def _one_way_to_run(self) -> Command:
+        if self.shell:
+            if self.command is None:
+                raise ValueError("command: required with shell: true (the shell command line to run)")
+            if self.argv is not None:
+                raise ValueError("argv: not allowed with shell: true; give either argv or shell: true + command")
+        else:
+            if self.command is not None:
+                raise ValueError("command: needs shell: true; or give argv (a list: program, then its arguments), "
+                                 "run without a shell")
+            if self.argv is None:
+                raise ValueError("argv: required field is missing (a list: program, then its arguments); "
+                                 "or shell: true + command")
+        return self
+
+
+class FaultSpec(_Model):
+    """A fault as two commands: the injection and its exact inverse.
+
+    The revert must be idempotent (safe to run when the fault is not in effect): it runs
+    after a failed injection that may have half happened, and ``gameday restore`` runs it
+    again after a killed runner. The harness runs it at most once per injection itself.
+    """
+
+    inject: Command
+    revert: Command
+
+
+FaultTable = dict[str, FaultSpec]
+
+
+def _check_fault_names(faults: FaultTable, where: str, *, regional: bool) -> None:
+    for name in faults:
+        if not _FAULT_NAME.match(name):
+            raise ValueError(f"{where}.{name}: got {shown(name)}, expected a fault name ([a-z][a-z0-9_]*), "
+                             "e.g. gateway_down")
+        kind = CATALOGUE.get(name)
+        if kind is None:
+            continue  # a fault of the profile's own: it is run by name with target.inject
+        if regional and not kind.needs_region:
+            raise ValueError(f"{where}.{name}: {name} takes no region; put it under the top-level faults")
+        if not regional and kind.needs_region:
+            raise ValueError(f"{where}.{name}: {name} needs a region; put it under regions[i].faults")
+
+
+# -- observation sources ---------------------------------------------------------------------------
+class HttpJsonNodeSpec(_Model):
+    """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided."""
+
+    url: HttpUrl
+    version: str | None = "version"
+    """Path of the route version it routes by (an integer)."""
+    routable: str | None = "routable_regions"
+    """Path of the list of region names it routes to."""
+    stale: str | None = "stale"
+    """Path of its stale-snapshot flag (a boolean)."""
+
+
+class EntryNode(_Model):
+    """One entry node (gateway, proxy) of a region."""
+
+    name: str = Field(min_length=1, max_length=63)
+    """The name figures and messages use, e.g. ``gateway-a``."""
+    http_json: HttpJsonNodeSpec
+
+
+class HttpJsonVersionSpec(_Model):
+    url: HttpUrl
+    field: str = "version"
+
+
+class PrometheusSpec(_Model):
+    url: HttpUrl
+    """The Prometheus server (``/api/v1/query`` is added)."""
+    query: NonEmpty
+    """PromQL whose value is the version."""
+
+
+class MetricsSpec(_Model):
+    url: HttpUrl
+    """A ``/metrics`` text endpoint."""
+    metric: NonEmpty
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class VersionSpec(_Model):
+    """Exactly one way to read the control plane's version."""
+
+    http_json: HttpJsonVersionSpec | None = None
+    prometheus: PrometheusSpec | None = None
+    metrics: MetricsSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> VersionSpec:
+        given = [k for k in ("http_json", "prometheus", "metrics") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"got {given or 'none'}, expected exactly one of http_json, prometheus, metrics")
+        return self
+
+
+class ControlPlaneSpec(_Model):
+    version: VersionSpec
+
+
+class _Matcher(_Model):
+    node: str = Field(min_length=1, max_length=63)
+    """The node whose alarms these are (a ``node`` named group in *regex* overrides it)."""
+    regex: str | None = None
+    """A line matching it raises the alarm."""
+    clear_regex: str | None = None
+    """A line matching it clears the alarm."""
+    json_event_field: str | None = None
+    """Or: JSON lines whose field (dotted path) is ``stale_snapshot`` / ``stale_snapshot_cleared``."""
+    time_field: str | None = None
+    """JSON lines: the field holding the line's CLOCK_MONOTONIC stamp, if they carry one."""
+    detail_field: str | None = None
+
+    @model_validator(mode="after")
+    def _one_matcher(self) -> _Matcher:
+        if (self.regex is None) == (self.json_event_field is None):
+            raise ValueError("regex: give exactly one of regex or json_event_field")
+        for name in ("regex", "clear_regex"):
+            pattern = getattr(self, name)
+            if pattern is not None:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{name}: got {shown(pattern)}, expected a regular expression ({exc})") from exc
+        return self
+
+
+class LogAlarmSpec(_Matcher):
+    path: NonEmpty
+    """The log file (relative: to the profile's directory)."""
+
+
+class CommandAlarmSpec(_Matcher):
+    argv: list[NonEmpty] = Field(min_length=1)
+    """A command whose output lines are matched (e.g. ``journalctl -f -o cat -u proxy``)."""
+
+
+class AlarmSpec(_Model):
+    """Exactly one of ``log`` or ``command``."""
+
+    log: LogAlarmSpec | None = None
+    command: CommandAlarmSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AlarmSpec:
+        if (self.log is None) == (self.command is None):
+            raise ValueError(f"got {'both' if self.log else 'neither'}, expected exactly one of log or command")
+        return self
+
+
+# -- the service and its regions ------------------------------------------------------------------
+class DnsServer(_Model):
+    server: str
+    """The DNS server clients ask (an IP address)."""
+    port: int = Field(53, ge=1, le=65535, strict=True)
+
+    @field_validator("server")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        try:
+            ipaddress.ip_address(v)
+        except ValueError as exc:
+            raise ValueError(f"got {shown(v)}, expected an IP address (the DNS server clients ask)") from exc
+        return v
+
+
+class LoadTarget(_Model):
+    """How a client reaches a gateway: ``scheme://<address DNS answered>:port/path`` with ``Host: host``."""
+
+    scheme: Literal["http", "https"] = "http"
+    port: int = Field(ge=1, le=65535, strict=True)
+    path: str = "/"
+    host: str | None = None
+    """The Host header (default: the service name without its trailing dot)."""
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/") or any(c.isspace() for c in v):
+            raise ValueError(f"got {shown(v)}, expected a URL path starting with / (no spaces)")
+        return v
+
+
+class Service(_Model):
+    fqdn: str
+    """The name clients resolve, e.g. ``app.example.test.`` (a trailing dot is added)."""
+    dns: DnsServer
+    load: LoadTarget
+    served_by_header: str | None = None
+    """A response header naming the serving region (``a`` or ``a/instance``), if the federation sets one."""
+
+    @field_validator("fqdn")
+    @classmethod
+    def _dns_name(cls, v: str) -> str:
+        name = v.rstrip(".").lower()
+        labels = name.split(".")
+        if not name or len(name) > 253 or not all(_DNS_NAME_LABEL.match(x) for x in labels):
+            raise ValueError(f"got {shown(v)}, expected a DNS name such as 'app.example.test.'")
+        return name + "."
+
+    @field_validator("served_by_header")
+    @classmethod
+    def _header(cls, v: str | None) -> str | None:
+        if v is not None and not _HEADER.match(v):
+            raise ValueError(f"got {shown(v)}, expected an HTTP header name such as 'X-Served-By'")
+        return v
+
+
+class ProfileRegion(_Model):
+    """One region of the federation."""
+
+    name: str
+    """DNS label, e.g. ``a`` or ``eu-west`` (as the entry nodes' routable lists name it)."""
+    gateway: str
+    """The address the DNS server answers with for this region (IPv4: an A record)."""
+    weight: float = Field(gt=0, le=1000, strict=True)
+    """Static routing weight, relative to the other regions."""
+    capacity_rps: float | None = Field(None, gt=0, le=2_000_000, strict=True)
+    """Requests/s the whole region can serve; unknown (omitted): the headroom verdict is not applicable."""
+    entry_nodes: list[EntryNode] = Field(default_factory=list)
+    faults: FaultTable = Field(default_factory=dict)
+    utilisation: list[str] = Field(default_factory=list)
+    """Optional: app instances' status URLs answering ``utilisation``, ``capacity_rps``, ``rejected_total``."""
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not _LABEL.match(v):
+            raise ValueError(f"got {shown(v)}, expected a DNS label ([a-z][a-z0-9-]*, <= 32 chars)")
+        return v
+
+    @field_validator("gateway")
+    @classmethod
+    def _ipv4(cls, v: str) -> str:
+        try:
+            ipaddress.IPv4Address(v)
+        except ValueError as exc:
+            raise ValueError(f"got {shown(v)}, expected an IPv4 address (the A record DNS answers with)") from exc
+        return v
+
+    @field_validator("utilisation")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for u in v:
+            _http_url(u)
+        return v
+
+
+class FederationTiming(_Model):
+    """What is known of the federation's failure detection (all optional).
+
+    ``probe_interval``, ``probe_timeout`` and ``fall`` together give the detection time
+    preflight checks (``fall x probe_interval + probe_timeout``); without them preflight
+    says the detection time is unknown instead of inventing one.
+    """
+
+    probe_interval: float | None = Field(None, gt=0, le=600, strict=True)
+    """Seconds between the DNS server's (or load balancer's) health checks of a gateway."""
+    probe_timeout: float | None = Field(None, gt=0, le=60, strict=True)
+    fall: int | None = Field(None, ge=1, le=100, strict=True)
+    """Consecutive failed checks before a gateway is taken out."""
+    rise: int | None = Field(None, ge=1, le=100, strict=True)
+    dns_ttl: int | None = Field(None, ge=0, le=MAX_DNS_TTL, strict=True)
+    """TTL of the answers; unknown: the target reads it from the DNS server's answer."""
+
+    @model_validator(mode="after")
+    def _detection_fields_together(self) -> FederationTiming:
+        given = [self.probe_interval is not None, self.probe_timeout is not None, self.fall is not None]
+        if any(given) and not all(given):
+            raise ValueError("probe_interval: give probe_interval, probe_timeout and fall together (the detection "
+                             "time is fall x probe_interval + probe_timeout), or none of them")
+        if self.probe_interval is not None and self.probe_timeout is not None \
+                and self.probe_timeout > self.probe_interval * 5:
+            raise ValueError(f"probe_timeout: got {self.probe_timeout:g} s, expected at most 5 x probe_interval "
+                             f"({self.probe_interval:g} s)")
+        return self
+
+
+class Profile(_Model):
+    """A validated federation profile."""
+
+    name: str = Field(min_length=1, max_length=100)
+    service: Service
+    regions: list[ProfileRegion] = Field(min_length=2, max_length=250,
+                                         description="a failover drill needs a region to fail over to")
+    control_plane: ControlPlaneSpec | None = None
+    """None: the version verdict is not applicable."""
+    alarms: list[AlarmSpec] = Field(default_factory=list)
+    """Empty: the stale-snapshot alarm verdict is not applicable."""
+    faults: FaultTable = Field(default_factory=dict)
+    """Region-less faults (``control_plane_down``, ...)."""
+    timing: FederationTiming | None = None
+    load: Load = Field(default_factory=Load)
+    """The drills' default offered load (users, rate) and the N-1 headroom margin."""
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Profile:
+        names: set[str] = set()
+        gateways: dict[str, str] = {}
+        nodes: set[str] = set()
+        for i, r in enumerate(self.regions):
+            if r.name in names:
+                raise ValueError(f"regions[{i}].name: {shown(r.name)} is used twice; region names must be unique")
+            names.add(r.name)
+            if r.gateway in gateways:
+                raise ValueError(f"regions[{i}].gateway: {r.gateway} is also region {gateways[r.gateway]}'s gateway; "
+                                 "each region needs its own address (DNS answers tell regions apart by it)")
+            gateways[r.gateway] = r.name
+            for j, n in enumerate(r.entry_nodes):
+                if n.name in nodes:
+                    raise ValueError(f"regions[{i}].entry_nodes[{j}].name: {shown(n.name)} is used twice; "
+                                     "entry-node names must be unique")
+                nodes.add(n.name)
+            _check_fault_names(r.faults, f"regions[{i}].faults", regional=True)
+        _check_fault_names(self.faults, "faults", regional=False)
+        clash = sorted(set(self.faults) & {f for r in self.regions for f in r.faults})
+        if clash:
+            raise ValueError(f"faults: {clash} also declared per region; a fault is either regional or not")
+        return self
+
+    # -- what the drill needs -------------------------------------------------------------------
+    def region(self, name: str) -> ProfileRegion:
+        """The region called *name*; ``KeyError`` if there is none."""
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def fault(self, kind: str, region: str | None) -> FaultSpec | None:
+        """The fault *kind* of *region* (or the region-less one), or None when the profile has none."""
+        table = self.faults if region is None else self.region(region).faults
+        return table.get(kind)
+
+    @property
+    def host_header(self) -> str:
+        return self.service.load.host or self.service.fqdn.rstrip(".")
+
+    def detection_timing(self) -> Timing | None:
+        """The timing preflight checks detection with, or None when the profile does not state it."""
+        t = self.timing
+        if t is None or t.probe_interval is None or t.probe_timeout is None or t.fall is None:
+            return None
+        return self._timing()
+
+    def _timing(self) -> Timing:
+        given = self.timing.model_dump(exclude_none=True) if self.timing is not None else {}
+        return Timing(**given)
+
+    def as_topology(self) -> Topology:
+        """The topology the plugin's fixtures and load defaults read (``topology``, ``timing``).
+
+        Regions, weights, the load defaults and whatever timing the profile states come from
+        the profile. Fields a profile does not carry keep the topology defaults and mean
+        nothing for an external federation: the ``timing`` fixture's other values are only
+        timeouts for conformance checks, and capacities are read from
+        :meth:`gameday.targets.base.Target.regions` (None where unknown), never from here.
+        """
+        first, _, rest = self.service.fqdn.rstrip(".").partition(".")
+        service = first if _LABEL.match(first) else "app"
+        zone = rest if rest and _ZONE.match(rest) else "external.invalid"
+        regions = [Region(name=r.name, weight=r.weight, instances=2,
+                          capacity_rps=(r.capacity_rps / 2) if r.capacity_rps is not None else 40.0)
+                   for r in self.regions]
+        return Topology(name=self.name, zone=zone, service=service, timing=self._timing(), load=self.load,
+                        regions=regions)
+
+
+# -- loading ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadedProfile:
+    """A profile with the file it came from and a hash of what was read."""
+
+    profile: Profile
+    path: Path
+    """Absolute path of the profile file."""
+    sha256: str
+    """Of the file's text as validated; ``gameday restore`` compares it with the file's."""
+
+    @property
+    def base_dir(self) -> Path:
+        """Where relative paths resolve and commands run: the profile's directory."""
+        return self.path.parent
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def parse_profile(data: Any, source: str = "<profile>") -> Profile:
+    """Validate already-parsed YAML/JSON data; raise :class:`ConfigError` naming *source*."""
+    if data is None:
+        raise ConfigError(f"{source}: is empty, expected a federation profile (see {EXAMPLE})", source=source)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__} {shown(data)}",
+                          source=source)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(format_validation_error(source, exc, root=Profile, example=EXAMPLE), source=source,
+                          field=_loc(tuple(first["loc"]))) from exc
+
+
+def load_profile(path: str | Path) -> LoadedProfile:
+    """Load and validate a profile YAML file.
+
+    Raises:
+        ConfigError: the file is missing, unreadable, too large, not UTF-8, not YAML, or a
+            field is invalid; the message names the file and the line or the field.
+    """
+    p = Path(path).absolute()
+    text = read_text_file(p, "federation profile")
+    profile = parse_profile(load_yaml(text, str(path)), str(path))
+    return LoadedProfile(profile, p, text_sha256(text))
