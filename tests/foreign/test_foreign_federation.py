@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,25 @@ def test_gateway_down_leaves_dns_within_the_check_interval_and_revert_brings_it_
         assert 0 <= delay <= bound + SLACK_S, (
             f"{name}: {delay:.3f} s, outside the configured check timing 0..{bound:.1f} s (+{SLACK_S} s slack); "
             + summary)
+
+
+def test_the_profile_describes_it_and_gameday_loads_it(foreign: ForeignFederation, tmp_path: Path) -> None:
+    from gameday.profile import load_profile
+
+    path = foreign.write_profile(tmp_path / "foreign.yaml", capacity_rps=500.0)
+    loaded = load_profile(path).profile
+    assert loaded.service.fqdn == "app.foreign.test."
+    assert (loaded.service.dns.server, loaded.service.dns.port) == ("127.0.200.1", foreign.dns_port)
+    assert loaded.service.load.port == foreign.port and loaded.service.served_by_header == "X-Served-By"
+    assert [(r.name, r.gateway, r.weight, r.capacity_rps) for r in loaded.regions] == [
+        (r.name, r.gateway_host, 1.0, 500.0) for r in foreign.regions]
+    # Nothing the federation cannot give: no entry-node versions, no control plane, no alarms.
+    assert all(r.entry_nodes == [] for r in loaded.regions)
+    assert loaded.control_plane is None and loaded.alarms == []
+    timing = loaded.detection_timing()
+    assert timing is not None and timing.probe_interval == foreign.timing.interval_s
+    for r in foreign.regions:
+        fault = loaded.fault("gateway_down", r.name)
+        assert fault is not None
+        assert fault.inject.argv == foreign.fault_commands(r)["inject"]["argv"]
+        assert fault.revert.argv == foreign.fault_commands(r)["revert"]["argv"]
