@@ -46,7 +46,7 @@ from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Endpoints, Target, liveness_of
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
-from gameday.topology import Topology
+from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,9 @@ class Drill:
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
-                capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
+                # Capacities are all known or not used: a partial map would judge N-1 on a guess.
+                capacity={r.name: r.capacity for r in self._regions if r.capacity is not None}
+                if all(r.capacity is not None for r in self._regions) else {}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
@@ -307,8 +309,12 @@ class Drill:
         Raises:
             DrillRefused: with the arithmetic and what to change.
         """
-        topo = getattr(self.target, "topology", None)  # not part of the Target protocol
-        timing = topo.timing if isinstance(topo, Topology) else None
+        # Neither is part of the Target protocol: an external target states its detection
+        # timing only when its profile does (``timing``, else None: unknown).
+        timing = getattr(self.target, "timing", None)
+        if not isinstance(timing, Timing):
+            topo = getattr(self.target, "topology", None)
+            timing = topo.timing if isinstance(topo, Topology) else None
         return preflight.check_clients_can_move(timing, self.dns_ttl, self.slo.switchover_limit, action=action)
 
     def _dry_run(self, kind: str, region: str | None, params: dict[str, Any], *, checks: list[str],

@@ -27,10 +27,16 @@ def check_capacity(regions: Sequence[RegionInfo], out: Sequence[str], *, offered
     """
     rest = [r for r in regions if r.name not in out]
     need = offered * (1 + margin)
-    have = sum(r.capacity for r in rest)
+    have = sum(r.capacity for r in rest if r.capacity is not None)
+    unknown = [r.name for r in rest if r.capacity is None]
     arithmetic = (f"{', '.join(r.name for r in rest) or 'no region'} would have "
-                  + (" + ".join(f"{r.capacity:g}" for r in rest) or "0") + f" = {have:g} req/s for "
+                  + (" + ".join("unknown" if r.capacity is None else f"{r.capacity:g}" for r in rest) or "0")
+                  + f" = {have:g}{'+' if unknown else ''} req/s for "
                   f"{offered:g} req/s x (1 + {margin:g}) = {need:g} req/s")
+    if unknown and have < need:
+        # Unknown is not zero: refusing would be a guess, and so would passing.
+        return (f"capacity with {', '.join(out)} out: not checked, capacity of {', '.join(unknown)} unknown "
+                f"({arithmetic}); the headroom verdict is not applicable")
     if have < need:
         raise DrillRefused(f"refusing {action or 'the drill'}: with {', '.join(out)} out, {arithmetic}; "
                            "nothing was injected")
@@ -51,7 +57,8 @@ def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_lim
     """
     detection = timing.detection if timing is not None else 0.0
     how = (f"detection {timing.fall} x {timing.probe_interval:g} s + {timing.probe_timeout:g} s probe timeout "
-           f"= {detection:g} s" if timing is not None else "detection (unknown) 0 s")
+           f"= {detection:g} s" if timing is not None
+           else "detection time unknown (no health-check timing given; counted as 0 s)")
     need = detection + dns_ttl
     arithmetic = f"{how} + DNS TTL {dns_ttl:g} s = {need:g} s"
     if need > switchover_limit:

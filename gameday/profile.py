@@ -433,6 +433,10 @@ class Profile(_Model):
         table = self.faults if region is None else self.region(region).faults
         return table.get(kind)
 
+    def fault_names(self, region: str | None) -> list[str]:
+        """The faults declared for *region* (None: the region-less ones)."""
+        return list(self.faults if region is None else self.region(region).faults)
+
     @property
     def host_header(self) -> str:
         return self.service.load.host or self.service.fqdn.rstrip(".")

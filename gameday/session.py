@@ -27,6 +27,7 @@ from gameday.drill import Drill
 from gameday.errors import ConfigError, GamedayError
 from gameday.faults import Ledger
 from gameday.load.runner import LoadRunner
+from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
 from gameday.settings import Settings
@@ -45,6 +46,9 @@ class SessionState:
 
     settings: Settings
     topology: Topology | None = None
+    """The topology; for the external target, derived from the profile (its regions, load, timing)."""
+    profile: LoadedProfile | None = None
+    """The external target's profile."""
     run_dir: Path = Path("reports")
     drills: list[dict[str, Any]] = field(default_factory=list)
     conformance: list[dict[str, Any]] = field(default_factory=list)
@@ -67,7 +71,12 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
         pytest.UsageError: the topology file is invalid (names file and field).
     """
     try:
-        state.topology = load_topology(state.settings.topology)
+        if state.settings.target == "external":
+            assert state.settings.profile is not None  # settings.resolve requires it
+            state.profile = load_profile(state.settings.profile)
+            state.topology = state.profile.profile.as_topology()
+        else:
+            state.topology = load_topology(state.settings.topology)
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)
@@ -108,6 +117,11 @@ def make_target(state: SessionState, workdir: Path) -> Target:
     # target is built, so a missing piece fails the run before anything is created or broken.
     s = state.settings
     try:
+        if name == "external":
+            from gameday.targets.external import ExternalTarget  # noqa: PLC0415
+
+            assert state.profile is not None  # prepare() loaded it
+            return ExternalTarget(state.profile, workdir)
         if name == "kind":
             from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
 
@@ -118,7 +132,7 @@ def make_target(state: SessionState, workdir: Path) -> Target:
             return KubeTarget(state.topology, workdir, allow=s.allow_context, dry_run=s.dry_run)
     except GamedayError as exc:
         raise pytest.UsageError(f"gameday: --gameday-target={name}: {exc}") from exc
-    raise pytest.UsageError(f"gameday: --gameday-target={name}: unknown target; expected local, kind or kube")
+    raise pytest.UsageError(f"gameday: --gameday-target={name}: unknown target; expected local, kind, kube or external")
 
 
 @contextmanager
@@ -214,7 +228,8 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         target, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
-        round_index=round_index, dns_ttl=state.topology.timing.dns_ttl,
+        # An external target knows its TTL from its profile or its DNS server's answers.
+        round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
         # Called as each fault's block ends, still inside the test, so that Allure
         # attaches the figures to the test itself rather than to a fixture teardown.
         on_result=lambda res: summaries.append(

@@ -25,8 +25,8 @@ from typing import Any, Literal, Protocol
 from gameday.errors import ConfigError
 from gameday.userinput import shown
 
-TargetName = Literal["local", "kind", "kube"]
-TARGETS: tuple[str, ...] = ("local", "kind", "kube")
+TargetName = Literal["local", "kind", "kube", "external"]
+TARGETS: tuple[str, ...] = ("local", "kind", "kube", "external")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +69,8 @@ class Settings:
 
     target: str = "local"
     topology: Path | None = None
+    profile: Path | None = None
+    """The federation profile the ``external`` target drills (required by it, unused by the others)."""
     seed: int = 0
     seed_was_given: bool = False
     rounds: int = 1
@@ -239,8 +241,11 @@ class OptionSpec:
 # before a federation is started rather than as a drill that cannot end.
 _RATIO = Number(False, 0, 1)
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube", Choice(TARGETS)),
+    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube, external (a "
+               "federation described by --gameday-profile)", Choice(TARGETS)),
     OptionSpec("topology", "topology YAML (default: clusters/local.yaml)", ExistingFile("topology YAML file")),
+    OptionSpec("profile", "federation profile YAML for --gameday-target=external: regions, DNS, sources, faults "
+               "as commands", ExistingFile("federation profile YAML file")),
     # 2**63 - 1: the seed must survive JSON, JUnit and Allure readers as a 64-bit integer.
     OptionSpec("seed", "seed for every random choice (region picks); printed in the header",
                Number(True, 0, 2**63 - 1, hi_text="2**63 - 1")),
@@ -309,6 +314,14 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
             values[opt.name] = tuple(g for item in raw for g in opt.parse(str(item), source))
         else:
             values[opt.name] = opt.parse(str(raw), source)
+    target = values.get("target", "local")
+    if target == "external" and "profile" not in values:
+        raise ConfigError("--gameday-target=external needs a federation profile: --gameday-profile FILE (ini "
+                          "gameday_profile, env GAMEDAY_PROFILE); see the README, 'Drill your own federation'",
+                          field="profile")
+    if target == "external" and "topology" in values:
+        raise ConfigError("--gameday-target=external takes its regions from --gameday-profile; leave "
+                          "--gameday-topology out", field="topology")
     seed_given = "seed" in values
     seed = values.get("seed", random.SystemRandom().randrange(1, 2**31))
     defaults = SLO()
@@ -321,8 +334,9 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
         stop_after=values.get("stop-after", defaults.stop_after),
     )
     return Settings(
-        target=values.get("target", "local"),
+        target=target,
         topology=values.get("topology"),
+        profile=values.get("profile"),
         seed=seed,
         seed_was_given=seed_given,
         rounds=values.get("rounds", 1),

@@ -85,6 +85,9 @@ class FederationView:
         return promtext.parse(r.text)
 
     def cp(self) -> Json:
+        if self.ep.control_plane is None:
+            raise AssertionError("the target exposes no control-plane /status URL (Endpoints.control_plane); "
+                                 "this check reads the control plane's version there")
         return self.get_json(self.ep.control_plane)
 
     def cp_version(self) -> int:

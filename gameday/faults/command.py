@@ -12,7 +12,7 @@ output captured and kept (:class:`CommandRun`, logged, and in every error messag
 
 The revert must be idempotent - safe to run when the fault is not (or only half) in effect -
 because of those two paths; that is the profile author's job. The harness itself runs it at
-most once per injection (:class:`CommandFault` remembers).
+most once per injection (the external target marks the injection's ledger params reverted).
 
 :class:`CommandSpec` is plain data that survives JSON, so the ledger records the exact
 revert command before the injection runs.
@@ -27,7 +27,7 @@ import shlex
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,8 +117,7 @@ class CommandRun:
         how = self.error or (f"exit {self.returncode}" if self.returncode is not None and self.returncode >= 0
                              else f"killed by signal {-(self.returncode or 0)}")
         parts = [f"{how} after {self.seconds:.2f} s"]
-        for name, text in (("stderr", self.stderr), ("stdout", self.stdout)):
-            text = text.strip()
+        for name, text in (("stderr", self.stderr.strip()), ("stdout", self.stdout.strip())):
             if text:
                 parts.append(f"{name}: {text[-600:]}")
         if len(parts) == 1:
@@ -179,7 +178,7 @@ class CommandFault:
     """
 
     def __init__(self, what: str, inject: CommandSpec, revert: CommandSpec, *,
-                 on_run: Any = None) -> None:
+                 on_run: Callable[[str, str, CommandRun], object] | None = None) -> None:
         self.what = what
         self.inject_cmd = inject
         self.revert_cmd = revert

@@ -40,6 +40,10 @@ def attach_target(name: str, ref: dict[str, Any]) -> Target:
         from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
 
         return KindTarget.attach(ref)
+    if name == "external":
+        from gameday.targets.external import ExternalTarget  # noqa: PLC0415
+
+        return ExternalTarget.attach(ref)
     raise GamedayError(f"cannot restore target {name!r}: not supported in this version")
 
 

@@ -6,6 +6,11 @@ with gevent on import). Configured through the environment the harness sets:
 ``GAMEDAY_DNS``           GSLB ``host:port``
 ``GAMEDAY_FQDN``          service name, e.g. ``app.gameday.test.``
 ``GAMEDAY_PORT``          gateway port
+``GAMEDAY_SCHEME``        ``http`` (default) or ``https``
+``GAMEDAY_PATH``          request path (default ``/work``, the reference app's)
+``GAMEDAY_HOST_HEADER``   Host header to send (default: none beyond the address)
+``GAMEDAY_SERVED_BY``     response header naming the serving region (default ``X-Served-By``;
+                          empty: the federation sets none)
 ``GAMEDAY_USER_RATE``     requests/s per user (constant throughput)
 ``GAMEDAY_RECORDS``       directory for per-process JSONL request records
 ``GAMEDAY_TIMEOUT``       request timeout, seconds (default 1)
@@ -33,6 +38,11 @@ _FQDN = os.environ.get("GAMEDAY_FQDN", "app.gameday.test.")
 _PORT = int(os.environ.get("GAMEDAY_PORT", "80"))
 _RATE = float(os.environ.get("GAMEDAY_USER_RATE", "1"))
 _TIMEOUT = float(os.environ.get("GAMEDAY_TIMEOUT", "1"))
+_SCHEME = os.environ.get("GAMEDAY_SCHEME", "http")
+_PATH = os.environ.get("GAMEDAY_PATH", "/work")
+_HOST_HEADER = os.environ.get("GAMEDAY_HOST_HEADER", "")
+_SERVED_BY = os.environ.get("GAMEDAY_SERVED_BY", "X-Served-By")
+_HEADERS = {"Host": _HOST_HEADER} if _HOST_HEADER else {}
 _RECORDS_DIR = os.environ.get("GAMEDAY_RECORDS", ".")
 
 
@@ -122,10 +132,10 @@ class GamedayUser(HttpUser):
             RECORDS.add({"t": t, "s": 0, "l": time.monotonic() - t, "r": None, "a": None,
                          "e": f"dns: {type(exc).__name__}"})
             return
-        url = f"http://{addr}:{_PORT}/work"
-        with self.client.get(url, name="/work", timeout=_TIMEOUT, catch_response=True) as resp:
+        url = f"{_SCHEME}://{addr}:{_PORT}{_PATH}"
+        with self.client.get(url, name=_PATH, timeout=_TIMEOUT, catch_response=True, headers=_HEADERS) as resp:
             status = int(resp.status_code or 0)
-            served = resp.headers.get("X-Served-By", "") if status else ""
+            served = resp.headers.get(_SERVED_BY, "") if status and _SERVED_BY else ""
             err = None if status else type(resp.error).__name__
             if status and status < 500:
                 resp.success()

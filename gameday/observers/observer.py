@@ -250,6 +250,8 @@ class Observer:
             self.tl.add(NodeObs(time.monotonic(), node, False, sent=sent))
 
     async def _cp(self, http: httpx.AsyncClient) -> None:
+        if self.ep.control_plane is None:
+            return  # no control-plane source: the version verdict has no input
         try:
             r = await http.get(self.ep.control_plane)
             self.tl.add(CpObs(time.monotonic(), int(r.json()["version"]), "poll"))

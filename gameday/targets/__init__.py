@@ -1,1 +1,1 @@
-"""Targets: where a federation runs (local, kind, kube) behind one interface."""
+"""Targets: where a federation runs (local, kind, kube, external) behind one interface."""

@@ -24,10 +24,25 @@ class RegionInfo:
 
     name: str
     weight: float
-    capacity: float
-    """Declared capacity of the whole region, req/s."""
+    capacity: float | None
+    """Declared capacity of the whole region, req/s; None: unknown (a federation profile
+    without ``capacity_rps``): the headroom verdict is then not applicable, never a pass."""
     gateway_address: str
     """The address the GSLB answers with for this region."""
+
+
+@dataclass(frozen=True)
+class ClientRoute:
+    """How a client's request reaches a gateway once DNS has answered with its address:
+    ``scheme://<address>:<gateway_port><path>`` with ``Host: host_header``."""
+
+    scheme: str = "http"
+    path: str = "/work"
+    """The reference app's work endpoint."""
+    host_header: str | None = None
+    """None: no Host header beyond the address (the reference app needs none)."""
+    served_by_header: str | None = "X-Served-By"
+    """A response header naming the serving region (``region/instance``); None: not set."""
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,8 @@ class Endpoints:
     """Port of every region gateway (DNS answers carry addresses only)."""
     entry_nodes: dict[str, str]
     """Entry-node name (``gateway-a``, ``proxy-a``) -> its ``/status`` URL."""
-    control_plane: str
-    """Control plane ``/status`` URL."""
+    control_plane: str | None
+    """Control plane ``/status`` URL; None: the federation exposes none (a foreign one)."""
     utilisation: dict[str, list[str]]
     """Region -> the app instances' ``/status`` URLs (utilisation)."""
     nats_url: str | None = None
@@ -58,10 +73,14 @@ class Endpoints:
     snapshot: str | None = None
     """Control plane ``GET /snapshot`` URL: ``{"version", "entries", ...}``, the global
     snapshot as the control plane holds it (slow state and merged labels for R3)."""
+    client: ClientRoute = field(default_factory=ClientRoute)
+    """How the load generator's requests reach a gateway."""
+    node_regions: dict[str, str] = field(default_factory=dict)
+    """Entry-node name -> its region, where names do not follow ``<role>-<region>``."""
 
     def node_region(self, node: str) -> str:
-        """``gateway-b`` -> ``b``."""
-        return node.split("-", 1)[1]
+        """``gateway-b`` -> ``b`` (or what :attr:`node_regions` says)."""
+        return self.node_regions.get(node) or node.split("-", 1)[1]
 
     @staticmethod
     def sibling(status_url: str, path: str) -> str:

@@ -1,0 +1,357 @@
+"""The ``external`` target: a federation the harness did not build, known only by its profile.
+
+Whatever runs the federation (VMs, compose, another platform), the harness reaches it over
+HTTP and DNS exactly as a client does, observes it through the sources its profile names
+and breaks it only with the profile's commands (:mod:`gameday.faults.command`). It never
+creates or destroys anything: :meth:`ExternalTarget.up` only checks that the federation is
+reachable, :meth:`~ExternalTarget.down` leaves it as it is.
+
+The ledger entry of every injection holds the profile as it was validated (in
+:meth:`~ExternalTarget.ref`) and, once the injection ran, the exact revert command (in the
+entry's params): ``gameday restore`` after a ``kill -9`` runs that revert, even when the
+profile file has changed or gone since (it says so).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import dns.exception
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rdatatype
+
+from gameday.errors import ConfigError, FaultError, TargetError, TargetUnreachable
+from gameday.faults.command import CommandFault, CommandRun, CommandSpec
+from gameday.observers.sources import (
+    AlarmSource,
+    CommandAlarms,
+    HttpJsonNode,
+    HttpJsonVersion,
+    LogFileAlarms,
+    MetricsVersion,
+    PrometheusVersion,
+    Sources,
+    UdpDns,
+    VersionSource,
+)
+from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
+from gameday.targets.base import ClientRoute, Endpoints, RegionInfo
+from gameday.topology import MAX_DNS_TTL, Timing
+from gameday.userinput import shown
+
+log = logging.getLogger(__name__)
+
+REACH_TIMEOUT = 1.0
+"""Seconds one reachability probe (a DNS query, a TCP connect) may take: a healthy federation
+answers in milliseconds; a second tolerates a loaded machine without stalling ``up()``."""
+
+_REVERT_KEY = "revert"
+"""Params key of the recorded revert command (in the ledger entry)."""
+_REVERTED_KEY = "reverted"
+"""Params key set once the revert ran: it runs at most once per injection."""
+
+
+def command_spec(cmd: Command, cwd: Path) -> CommandSpec:
+    """A profile command as plain data, run in the profile's directory *cwd*."""
+    return CommandSpec(argv=tuple(cmd.argv or ()), command=cmd.command, shell=cmd.shell, timeout=cmd.timeout,
+                       env=dict(cmd.env), cwd=str(cwd))
+
+
+class ExternalTarget:
+    """A :class:`~gameday.targets.base.Target` for a federation described by a profile.
+
+    Args:
+        loaded: the validated profile and the file it came from.
+        workdir: where the command log (``commands.jsonl``) goes; None: log only.
+    """
+
+    name = "external"
+
+    def __init__(self, loaded: LoadedProfile, workdir: Path | None = None) -> None:
+        self.loaded = loaded
+        self.profile = loaded.profile
+        self.workdir = workdir
+        self.timing: Timing | None = loaded.profile.detection_timing()
+        """Detection timing as the profile states it; None: unknown (preflight says so)."""
+        self.runs: list[dict[str, Any]] = []
+        """Every command run, in order, with its output (also in ``commands.jsonl``)."""
+        self._observed_ttl: int | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, workdir: Path | None = None) -> ExternalTarget:
+        return cls(load_profile(path), workdir)
+
+    # -- ledger --------------------------------------------------------------------------------------
+    def ref(self) -> dict[str, Any]:
+        """The profile's path and hash, and the profile itself as validated: ``gameday restore``
+        must revert with the commands of the injection, whatever the file says by then."""
+        return {"profile": str(self.loaded.path), "sha256": self.loaded.sha256,
+                "recorded": self.profile.model_dump(mode="json")}
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> ExternalTarget:
+        """Re-attach from a ledger reference (for ``gameday restore``).
+
+        The recorded profile is used when the file changed or is gone (a warning says so):
+        the revert to run is the one recorded at injection.
+
+        Raises:
+            TargetError: the reference holds no usable profile.
+        """
+        path = Path(str(ref.get("profile", "")))
+        recorded = ref.get("recorded")
+        try:
+            current = load_profile(path)
+        except ConfigError as exc:
+            current = None
+            why = str(exc)
+        if current is not None and current.sha256 == ref.get("sha256"):
+            return cls(current)
+        if not isinstance(recorded, dict):
+            raise TargetError(f"cannot re-attach to the external federation of {path}: the ledger holds no recorded "
+                              "profile")
+        if current is not None:
+            why = f"{path} changed since the injection (sha256 {str(ref.get('sha256'))[:12]} -> {current.sha256[:12]})"
+        log.warning("%s; using the profile recorded in the ledger at injection, so the revert is exactly the one "
+                    "recorded", why)
+        try:
+            profile = parse_profile(recorded, f"{path} (as recorded in the ledger)")
+        except ConfigError as exc:
+            raise TargetError(f"cannot re-attach: {exc}") from exc
+        return cls(LoadedProfile(profile, path.absolute(), str(ref.get("sha256", ""))))
+
+    # -- lifecycle: the federation is someone else's ---------------------------------------------------
+    def up(self) -> None:
+        """Check the federation is reachable before anything else happens.
+
+        Raises:
+            TargetUnreachable: naming every part that is not (the DNS server, a gateway).
+        """
+        problems = self._problems()
+        if problems:
+            raise TargetUnreachable(f"external federation {self.profile.name} ({self.loaded.path}) is not "
+                                    f"reachable: {'; '.join(problems)}; nothing was injected")
+
+    def deploy(self) -> None:
+        """Nothing to deploy: the federation runs already."""
+
+    def down(self) -> None:
+        """Nothing to tear down: the harness did not create the federation."""
+
+    # -- description -----------------------------------------------------------------------------------
+    def regions(self) -> list[RegionInfo]:
+        return [RegionInfo(r.name, r.weight, r.capacity_rps, r.gateway) for r in self.profile.regions]
+
+    def endpoints(self) -> Endpoints:
+        p = self.profile
+        cp = p.control_plane.version.http_json if p.control_plane is not None else None
+        return Endpoints(
+            dns_server=(p.service.dns.server, p.service.dns.port),
+            fqdn=p.service.fqdn,
+            gateway_port=p.service.load.port,
+            entry_nodes={n.name: n.http_json.url for r in p.regions for n in r.entry_nodes},
+            control_plane=cp.url if cp is not None else None,
+            utilisation={r.name: list(r.utilisation) for r in p.regions if r.utilisation},
+            client=ClientRoute(scheme=p.service.load.scheme, path=p.service.load.path, host_header=p.host_header,
+                               served_by_header=p.service.served_by_header),
+            node_regions={n.name: r.name for r in p.regions for n in r.entry_nodes},
+        )
+
+    def sources(self) -> Sources:
+        """The observer's sources, exactly as the profile names them."""
+        p = self.profile
+        nodes = tuple(HttpJsonNode(name=n.name, region=r.name, url=n.http_json.url, version=n.http_json.version,
+                                   routable=n.http_json.routable, stale=n.http_json.stale)
+                      for r in p.regions for n in r.entry_nodes)
+        dns_source = UdpDns(server=p.service.dns.server, port=p.service.dns.port, fqdn=p.service.fqdn)
+        version: VersionSource | None = None
+        if p.control_plane is not None:
+            v = p.control_plane.version
+            if v.http_json is not None:
+                version = HttpJsonVersion(url=v.http_json.url, field=v.http_json.field)
+            elif v.prometheus is not None:
+                version = PrometheusVersion(url=v.prometheus.url, query=v.prometheus.query)
+            elif v.metrics is not None:
+                version = MetricsVersion(url=v.metrics.url, metric=v.metrics.metric, labels=v.metrics.labels)
+        alarms: list[AlarmSource] = []
+        for a in p.alarms:
+            if a.log is not None:
+                m = a.log
+                alarms.append(LogFileAlarms(path=self.loaded.base_dir / m.path, node=m.node, regex=m.regex,
+                                            clear_regex=m.clear_regex, json_event_field=m.json_event_field,
+                                            time_field=m.time_field, detail_field=m.detail_field))
+            elif a.command is not None:
+                c = a.command
+                alarms.append(CommandAlarms(argv=c.argv, node=c.node, regex=c.regex, clear_regex=c.clear_regex,
+                                            json_event_field=c.json_event_field, time_field=c.time_field,
+                                            detail_field=c.detail_field))
+        return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=tuple(alarms),
+                       utilisation={r.name: tuple(r.utilisation) for r in p.regions if r.utilisation})
+
+    @property
+    def dns_ttl(self) -> float:
+        """Seconds clients may cache an answer: the profile's ``timing.dns_ttl``, else the TTL
+        the DNS server answered with when last checked, else the longest the harness accepts."""
+        if self.profile.timing is not None and self.profile.timing.dns_ttl is not None:
+            return float(self.profile.timing.dns_ttl)
+        return float(self._observed_ttl if self._observed_ttl is not None else MAX_DNS_TTL)
+
+    # -- health -------------------------------------------------------------------------------------------
+    def _dns_problem(self) -> str | None:
+        p = self.profile
+        server, port = p.service.dns.server, p.service.dns.port
+        try:
+            resp = dns.query.udp(dns.message.make_query(p.service.fqdn, dns.rdatatype.A), server, port=port,
+                                 timeout=REACH_TIMEOUT)
+        except (dns.exception.DNSException, OSError) as exc:
+            return f"DNS server {server}:{port} does not answer {p.service.fqdn} ({type(exc).__name__}: {exc})"
+        addrs = [rr.address for rrset in resp.answer if rrset.rdtype == dns.rdatatype.A for rr in rrset]
+        ttls = [rrset.ttl for rrset in resp.answer if rrset.rdtype == dns.rdatatype.A]
+        if ttls:
+            self._observed_ttl = ttls[0]
+        gateways = {r.gateway for r in p.regions}
+        if not any(a in gateways for a in addrs):
+            return (f"DNS server {server}:{port} answers {p.service.fqdn} with {addrs or 'no address'} "
+                    f"(rcode {dns.rcode.to_text(resp.rcode())}), none of them a region's gateway "
+                    f"({', '.join(sorted(gateways))})")
+        return None
+
+    def _gateway_problems(self) -> list[str]:
+        port = self.profile.service.load.port
+        out = []
+        for r in self.profile.regions:
+            try:
+                with socket.create_connection((r.gateway, port), timeout=REACH_TIMEOUT):
+                    pass
+            except OSError as exc:
+                out.append(f"gateway of region {r.name} ({r.gateway}:{port}) is unreachable "
+                           f"({exc.strerror or type(exc).__name__})")
+        return out
+
+    def _problems(self) -> list[str]:
+        dns_problem = self._dns_problem()
+        return ([dns_problem] if dns_problem else []) + self._gateway_problems()
+
+    def check_health(self, timeout: float) -> None:
+        """Every gateway reachable on the load port and the DNS server answering with at
+        least one region's gateway, within *timeout* seconds (a reverted gateway may take a
+        moment to listen again).
+
+        Raises:
+            TargetUnreachable: naming what is not reachable.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            problems = self._problems()
+            if not problems:
+                return
+            if time.monotonic() >= deadline:
+                raise TargetUnreachable(f"external federation {self.profile.name} is not healthy after "
+                                        f"{timeout:g} s: {'; '.join(problems)}")
+            time.sleep(0.2)
+
+    # -- faults --------------------------------------------------------------------------------------------
+    def _fault(self, kind: str, region: str | None) -> CommandFault:
+        p = self.profile
+        if region is not None and region not in {r.name for r in p.regions}:
+            raise ConfigError(f"{self.loaded.path}: no region {shown(region)} (regions: "
+                              f"{', '.join(r.name for r in p.regions)})")
+        spec = p.fault(kind, region)
+        if spec is None:
+            where = f"regions[{region}].faults" if region is not None else "faults"
+            have = sorted(p.fault_names(region))
+            raise ConfigError(f"{self.loaded.path}: {where} has no fault {shown(kind)} (it has: "
+                              f"{', '.join(have) or 'none'}); add its inject and revert commands to the profile; "
+                              "nothing was injected")
+        cwd = self.loaded.base_dir
+        what = f"{kind} {region or ''}".strip()
+        return CommandFault(what, command_spec(spec.inject, cwd), command_spec(spec.revert, cwd), on_run=self._ran)
+
+    def _ran(self, phase: str, what: str, run: CommandRun) -> None:
+        entry = {"t": time.time(), "fault": what, "phase": phase, **run.as_dict()}
+        self.runs.append(entry)
+        if self.workdir is not None:
+            import json  # noqa: PLC0415  (only here: the command log)
+
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            with (self.workdir / "commands.jsonl").open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+
+    @staticmethod
+    def _own_params(kind: str, params: dict[str, Any]) -> None:
+        extra = sorted(set(params) - {_REVERT_KEY, _REVERTED_KEY})
+        if extra:
+            raise ConfigError(f"fault {kind}: command faults take no parameters, got {shown(extra)}; "
+                              "nothing was injected")
+
+    def plan_fault(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[str, str]:
+        """The commands :meth:`inject` and :meth:`revert` would run, running none (dry run)."""
+        self._own_params(kind, params)
+        f = self._fault(kind, region)
+        return f"run {f.inject_cmd.describe()}", f"run {f.revert_cmd.describe()}"
+
+    def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        """Run the fault's inject command; the revert command is recorded in *params* first.
+
+        Raises:
+            ConfigError: the profile has no such fault, or parameters were given (nothing run).
+            FaultError: the command failed; its revert was run anyway (see
+                :meth:`CommandFault.inject`).
+        """
+        self._own_params(kind, params)
+        fault = self._fault(kind, region)
+        params[_REVERT_KEY] = fault.revert_cmd.to_json()
+        params.pop(_REVERTED_KEY, None)
+        try:
+            fault.inject()
+        except FaultError:
+            if len(fault.runs) > 1 and fault.runs[-1].ok:
+                params[_REVERTED_KEY] = True  # undone already: `gameday restore` need not run it again
+            raise
+
+    def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        """Run the revert command recorded at injection (the profile's, if none was recorded),
+        at most once per injection.
+
+        Raises:
+            RestoreIncomplete: the command failed; the message has the command and its output.
+        """
+        if params.get(_REVERTED_KEY) is True:
+            return
+        fault = self._fault(kind, region) if _REVERT_KEY not in params else None
+        if fault is None:
+            try:
+                spec = CommandSpec.from_json(params[_REVERT_KEY])
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise FaultError(f"reverting {kind} {region or ''}: the recorded revert command is unreadable "
+                                 f"({exc})") from exc
+            what = f"{kind} {region or ''}".strip()
+            fault = CommandFault(what, spec, spec, on_run=self._ran)
+        fault.revert()
+        params[_REVERTED_KEY] = True
+
+    # -- observation by sources only -----------------------------------------------------------------
+    def alarm_lines(self) -> Iterator[tuple[str, str]]:
+        """None: an external federation's alarms come from its profile's alarm sources."""
+        return iter(())
+
+    # -- conformance-only abilities the external target does not have ---------------------------------
+    def _no(self, what: str) -> NoReturn:
+        raise TargetError(f"the external target has no {what} capability: a profile describes faults as commands "
+                          "and sources to read, not how to drive the federation's control plane or releases")
+
+    def reconcile(self) -> dict[str, Any]:
+        self._no("reconcile (run the control plane's full reconciliation pass)")
+
+    def release_plan(self) -> list[str]:
+        self._no("release_plan (the order a release updates the regions)")
+
+    def rollout_region(self, region: str) -> None:
+        self._no("rollout_region (roll one region's app)")
