@@ -42,9 +42,10 @@ from gameday.errors import (
 from gameday.faults import CATALOGUE, Ledger, check_fault
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
+from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
-from gameday.targets.base import ComponentState, Endpoints, Target, liveness_of
+from gameday.targets.base import ComponentState, Target, liveness_of
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
@@ -177,20 +178,18 @@ class Drill:
             # (a dry run never gets inside the block, so it is always the outermost fault)
             self._dry_run(kind, region, dict(params), checks=checks, lost=lost, baseline=baseline,
                           restore_timeout=restore_timeout)
-        ep = self.target.endpoints()
         if parent is None:
             self.target.check_health(timeout=15)
             tl = Timeline(t0=time.monotonic())
-            for _ in self.target.alarm_lines():  # only alarms raised from now on count
-                pass
-            observer = self._start_observer(ep, tl)
+            # Sources made now: their alarms count from now on.
+            observer = self._start_observer(self.target.sources(), tl)
         else:
             tl, observer = parent.result.timeline, parent.observer
         watcher = self._watcher
         assert watcher is not None
         live = liveness_of(self.target)
         label = f"{kind} {region or ''}".strip()
-        survivors = tuple(n for n in ep.entry_nodes if ep.node_region(n) not in lost)
+        survivors = tuple(n.name for n in observer.sources.entry_nodes if n.region not in lost)
         active: ActiveFault | None = None
         try:
             self._phase = "baseline"
@@ -220,6 +219,8 @@ class Drill:
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
+                control_plane_source=observer.sources.control_plane is not None,
+                alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
@@ -253,6 +254,7 @@ class Drill:
                     observer.stop()
                     self._phase = "done"
                 if active is not None:
+                    active.result.poll_rates = observer.poll_rates()
                     active.result.casualty = self._casualty
                     self.results.append(active.result)
                     if self.on_result is not None:
@@ -264,21 +266,22 @@ class Drill:
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
 
-    def _start_observer(self, ep: Endpoints, tl: Timeline) -> Observer:
+    def _start_observer(self, sources: Sources, tl: Timeline) -> Observer:
         """The observers and the watcher of an outermost fault (nested ones share them)."""
         live = liveness_of(self.target)
-        sources: list[Callable[[], list[ComponentState]]] = [live.liveness] if live is not None else []
+        live_sources: list[Callable[[], list[ComponentState]]] = [live.liveness] if live is not None else []
         if self.load is not None:
-            sources.append(self.load.liveness)
+            live_sources.append(self.load.liveness)
         if live is None:
             log.warning("the %s target has no liveness capability: a component that dies mid-drill is "
                         "seen only through what it breaks", self.target.name)
         self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
         self._casualty, self._casualty_reverted = None, []
         self._casualty_handled.clear()
-        observer = Observer(ep, self._regions, tl, alarm_source=self.target.alarm_lines,
-                            request_source=self.load.poll if self.load else None, on_tick=self._on_tick,
-                            liveness=sources)
+        ep = self.target.endpoints()  # the version broadcast: a local-target extra
+        broadcast = (ep.nats_url, ep.broadcast_subject) if ep.nats_url and ep.broadcast_subject else None
+        observer = Observer(sources, self._regions, tl, request_source=self.load.poll if self.load else None,
+                            on_tick=self._on_tick, liveness=live_sources, broadcast=broadcast)
         observer.start()
         return observer
 
@@ -377,7 +380,8 @@ class Drill:
                     raise self._casualty_error(f"{label} was not injected")
                 raise TargetUnreachable(f"steady state broken before injecting {label}: "
                                         f"{self._casualty.message}; nothing was injected")
-            holds, seen = steady_state(tl.copy(), t0, nodes, want)
+            holds, seen = steady_state(tl.copy(), t0, nodes, want,
+                                       control_plane=observer.sources.control_plane is not None)
             load_ok, _, load_seen = self._watcher.baseline_load(now) if outermost else (True, None, "")
             if now - t0 >= baseline and holds and load_ok:
                 return
@@ -415,8 +419,8 @@ class Drill:
         """Wait until every entry node outside *still_lost* routes to every region outside it
         again; record ``t_restored``."""
         regions = {r for r in self.region_names if r not in still_lost}
-        ep = self.target.endpoints()
-        nodes = {n for n in ep.entry_nodes if ep.node_region(n) not in still_lost}
+        sources = active.observer.sources
+        nodes = {n.name for n in sources.entry_nodes if n.region not in still_lost}
         deadline = time.monotonic() + timeout
         w = active.window
         assert w.t_revert is not None
@@ -428,15 +432,23 @@ class Drill:
             for o in snap.nodes:
                 if o.t > w.t_revert and o.node in nodes:
                     latest[o.node] = o
-            routes_back = set(latest) == nodes and all(o.ok and set(o.routable) == regions
+            routes_back = set(latest) == nodes and all(o.ok and (o.routable is None or set(o.routable) == regions)
                                                        for o in latest.values())
+            back_at = [o.t for o in latest.values()]
+            if not any(o.routable is not None for o in latest.values()):
+                # No entry node says where it routes: the GSLB answering every region again
+                # is what "back" can mean (its answers are weighted samples: the union).
+                after = [d for d in snap.dns if d.ok and d.t > w.t_revert]
+                routes_back = routes_back and regions <= {r for d in after for r in d.regions}
+                back_at += [d.t for d in after[-1:]]
             # The control plane must answer again too, with a version that has held for 0.5 s:
             # a restarted control plane's version is part of what the version check judges.
             cp = [c for c in snap.cp if c.source == "poll" and c.t > w.t_revert and c.version is not None]
-            cp_settled = bool(cp) and all(c.version == cp[-1].version for c in cp if c.t >= cp[-1].t - 0.5) \
-                and cp[-1].t - cp[0].t >= 0.5
+            cp_settled = sources.control_plane is None or (
+                bool(cp) and all(c.version == cp[-1].version for c in cp if c.t >= cp[-1].t - 0.5)
+                and cp[-1].t - cp[0].t >= 0.5)
             if routes_back and cp_settled:
-                w.t_restored = max(o.t for o in latest.values())
+                w.t_restored = max(back_at)
                 active.result.timeline.mark(w.t_restored, "restored")
                 return
             self._tick_progress()
@@ -600,7 +612,7 @@ class Drill:
             for o in tl.nodes[-60:]:
                 latest[o.node] = o
             surv = [latest[n] for n in active.result.survivors if n in latest]
-            moved = sum(1 for o in surv if o.ok and w.region not in o.routable)
+            moved = sum(1 for o in surv if o.ok and o.routable is not None and w.region not in o.routable)
             parts.append(f"entry nodes switched {moved}/{len(active.result.survivors)}")
         parts.append(f"client errors {ratio:.1%}")
         if watched:

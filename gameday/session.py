@@ -38,6 +38,9 @@ from gameday.verdicts.result import DrillResult
 log = logging.getLogger(__name__)
 
 DRILLS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+RESULTS_KEY = pytest.StashKey[list[DrillResult]]()
+"""The test's drill results, in the order of its DRILLS_KEY summaries (their verdicts are
+asserted after the summaries are written: they are folded in when the test's call ends)."""
 
 
 @dataclass
@@ -224,6 +227,13 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
     assert state.topology is not None
     summaries: list[dict[str, Any]] = []
     node.stash[DRILLS_KEY] = summaries
+    results: list[DrillResult] = []
+    node.stash[RESULTS_KEY] = results
+
+    def on_result(res: DrillResult) -> None:
+        results.append(res)
+        summaries.append(_record_result(config, state, node, res, runner=runner, index=len(summaries)))
+
     d = Drill(
         target, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
@@ -232,8 +242,7 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
         # Called as each fault's block ends, still inside the test, so that Allure
         # attaches the figures to the test itself rather than to a fixture teardown.
-        on_result=lambda res: summaries.append(
-            _record_result(config, state, node, res, runner=runner, index=len(summaries))),
+        on_result=on_result,
     )
     yield d
 
@@ -257,6 +266,8 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
 
 def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
     """Attach drill figures and conformance rule ids to the report (travels through xdist)."""
+    if report.when == "call":
+        judge_not_applicable(item, report)
     if report.when == "teardown":
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
@@ -265,6 +276,27 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
         rule = marker.args[0] if marker.args else marker.kwargs.get("rule", "?")
         title = marker.args[1] if len(marker.args) > 1 else marker.kwargs.get("title", "")
         report.user_properties.append(("gameday_conformance", json.dumps({"rule": rule, "title": title})))
+
+
+def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
+    """When the test's call ends: fold the verdicts its drills asserted into their summaries,
+    add a JUnit property ``gameday_na`` per verdict that was not applicable, and report the test
+    *skipped* (with the reasons) when every verdict it asserted was not applicable: a drill
+    with no inputs must not pass."""
+    results = item.stash.get(RESULTS_KEY, [])
+    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
+    for summary, res in zip(summaries, results, strict=False):
+        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+    verdicts = [v for res in results for v in res.verdicts]
+    na = [v for v in verdicts if v.outcome == "n/a"]
+    for v in na:
+        report.user_properties.append(("gameday_na", f"{v.name}: {v}"))
+    if report.passed and verdicts and len(na) == len(verdicts):
+        reasons = "; ".join(dict.fromkeys(f"{v.name} {v}" for v in na))
+        line = item.location[1]
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), (line or 0) + 1,
+                           f"Skipped: every verdict this test asserted was not applicable: {reasons}")
 
 
 def terminal_summary(tr: Any, state: SessionState) -> None:

@@ -13,14 +13,19 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True, slots=True)
 class NodeObs:
-    """An entry node's ``/status`` as seen at ``t`` (``ok`` False: it did not answer)."""
+    """An entry node's reading as seen at ``t`` (``ok`` False: it did not answer).
+
+    ``version``, ``routable`` and ``stale`` are None where the node's source does not give
+    them (a federation's entry nodes may report routable regions but no version, or only
+    answer): a measurement then uses what is there, and says which definition it used.
+    """
 
     t: float
     node: str
     ok: bool
     version: int | None = None
-    routable: tuple[str, ...] = ()
-    stale: bool = False
+    routable: tuple[str, ...] | None = None
+    stale: bool | None = None
     sent: float = 0.0
     """When the request was sent; ``t - sent`` bounds when the state was true."""
 

@@ -6,7 +6,7 @@ exactly as it would talk to a staging federation.
 
 * :mod:`.view` - :class:`~.view.FederationView`: statuses, metrics, requests through
   entry nodes, and waits for conditions (converged, DNS settled) with deadlines;
-* :mod:`.promtext` - a small parser of the Prometheus text format and histogram quantiles;
+* :mod:`.promtext` - Prometheus text (parsed by prometheus_client) as samples, and histogram quantiles;
 * :mod:`.dnssample` - many GSLB queries quickly, each answer stamped when it arrived;
 * :mod:`.stats` - distribution-free bounds (Hoeffding) for DNS share checks;
 * :mod:`.wait` - deadline helpers in pairs: one raises, one returns what it saw;

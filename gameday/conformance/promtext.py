@@ -1,19 +1,18 @@
-"""A small parser of the Prometheus text exposition format (what every component's
-``/metrics`` serves), and quantiles from cumulative histogram buckets.
+"""The Prometheus text exposition format (what every component's ``/metrics`` serves), read
+with ``prometheus_client``'s parser, and quantiles from cumulative histogram buckets.
 
-Only what the conformance checks need: samples with labels and float values, ``# TYPE``
-lines, histograms (``_bucket{le=...}``, ``_sum``, ``_count``). A malformed line raises
-``ValueError`` naming the line, so a component that serves broken text fails loudly.
+:func:`parse` flattens the parsed families into samples with labels and float values, and
+keeps each family's type (``# TYPE``), so the conformance checks can ask for a sample by name
+and labels, or a histogram's buckets. Broken exposition text raises ``ValueError`` (the
+parser's), so a component that serves it fails loudly.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\S+)?$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*(,|$)')
+from prometheus_client.parser import text_string_to_metric_families
 
 
 @dataclass(frozen=True)
@@ -52,36 +51,19 @@ def parse(text: str) -> Metrics:
     """Parse Prometheus text format.
 
     Raises:
-        ValueError: a line is neither a comment nor a valid sample (names the line).
+        ValueError: the text is not valid exposition format (prometheus_client's message).
     """
     m = Metrics()
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line.split()
-            if len(parts) >= 4 and parts[1] == "TYPE":
-                m.types[parts[2]] = parts[3]
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            raise ValueError(f"line {i}: not a Prometheus sample: {raw!r}")
-        name, _, inner, value = match.group(1), match.group(2), match.group(3), match.group(4)
-        labels: dict[str, str] = {}
-        if inner:
-            pos = 0
-            while pos < len(inner):
-                lm = _LABEL.match(inner, pos)
-                if lm is None:
-                    raise ValueError(f"line {i}: bad labels {inner!r}")
-                labels[lm.group(1)] = lm.group(2)
-                pos = lm.end()
-        try:
-            v = float(value)
-        except ValueError as exc:
-            raise ValueError(f"line {i}: value {value!r} is not a number") from exc
-        m.samples.append(Sample(name, labels, v))
+    try:
+        for fam in text_string_to_metric_families(text):
+            m.types[fam.name] = fam.type
+            if fam.type == "counter":
+                # The parser names a counter's family without ``_total``; exporters (and these
+                # checks) often name it with: both spellings find its type.
+                m.types[fam.name + "_total"] = fam.type
+            m.samples += [Sample(s.name, dict(s.labels), float(s.value)) for s in fam.samples]
+    except (ValueError, TypeError, IndexError) as exc:  # the parser raises any of these on bad text
+        raise ValueError(f"not Prometheus exposition text: {exc}") from exc
     return m
 
 

@@ -1,13 +1,14 @@
 """Observers: watch a federation at 10 Hz or faster and record it on the timeline.
 
-Each tick, concurrently: sample the GSLB's answers (dnspython, UDP), read every entry
-node's ``/status`` and the control plane's ``/status`` (httpx), and - at a lower rate -
-the apps' utilisation. Where the target allows, the control plane's version broadcast
-is subscribed to as well (NATS). Alarm lines from the entry nodes' logs and the load
-generator's request records are collected every tick, and so is every process's
-liveness (the target's, where it has the capability, and the load generator's),
-recorded on the timeline when it changes. Every observation is stamped with
-``time.monotonic()`` when its answer arrived.
+What is watched is a :class:`~gameday.observers.sources.Sources` bundle, as the target
+describes its federation: every tick, each entry node's source, the DNS source and the
+control plane's version source are read (each in its own task: a hanging source delays
+only itself), the apps' utilisation at a lower rate, and the alarm sources, the load
+generator's request records and every process's liveness (the target's, where it has the
+capability, and the load generator's). Where the target allows, the control plane's
+version broadcast is subscribed to as well (NATS). Every observation is stamped with
+``time.monotonic()`` when its answer arrived; each source's achieved poll rate is kept
+(:meth:`Observer.poll_rates`) so a figure whose source fell behind says so.
 """
 
 from __future__ import annotations
@@ -18,22 +19,72 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
-import dns.asyncquery
-import dns.exception
-import dns.message
-import dns.rdatatype
 import httpx
 
 from gameday.errors import GamedayError
-from gameday.targets.base import ComponentState, Endpoints, RegionInfo
+from gameday.observers.sources import AlarmSource, Closeable, EntryNodeSource, Sources
+from gameday.targets.base import ComponentState, RegionInfo
 from gameday.timeline import AlarmObs, ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline, UtilObs
 
 log = logging.getLogger(__name__)
 
-ALARM_EVENTS = ("stale_snapshot", "stale_snapshot_cleared")
+
+@dataclass(frozen=True)
+class PollRate:
+    """How often one source was read and answered over the observer's life."""
+
+    source: str
+    """``gateway-a``, ``dns``, ``control_plane``, ``alarms proxy-a``, ``utilisation a``."""
+    description: str
+    nominal_hz: float
+    """The rate asked for (1 / the observer interval; lower for utilisation)."""
+    achieved_hz: float
+    """Polls answered per second over the observer's life."""
+    polls: int
+    """Reads completed (answered or not)."""
+    answered: int
+    skipped: int
+    """Ticks at which its previous read was still in flight (it fell behind)."""
+    max_gap_s: float
+    """Longest time between two consecutive completed reads."""
+    last_error: str | None = None
+
+    @property
+    def behind(self) -> bool:
+        """Answered at less than 80 % of its nominal rate."""
+        return self.achieved_hz < 0.8 * self.nominal_hz
+
+    def as_dict(self) -> dict[str, object]:
+        return {"source": self.source, "description": self.description, "nominal_hz": round(self.nominal_hz, 2),
+                "achieved_hz": round(self.achieved_hz, 2), "polls": self.polls, "answered": self.answered,
+                "skipped": self.skipped, "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind,
+                "last_error": self.last_error}
+
+
+class _Counter:
+    """Per-source counts, touched only from the observer's event loop."""
+
+    __slots__ = ("answered", "description", "last", "last_error", "max_gap", "nominal", "polls", "skipped")
+
+    def __init__(self, description: str, nominal: float) -> None:
+        self.description = description
+        self.nominal = nominal
+        self.polls = self.answered = self.skipped = 0
+        self.last: float | None = None
+        self.max_gap = 0.0
+        self.last_error: str | None = None
+
+    def done(self, t: float, ok: bool, error: str | None = None) -> None:
+        self.polls += 1
+        self.answered += ok
+        if self.last is not None:
+            self.max_gap = max(self.max_gap, t - self.last)
+        self.last = t
+        self.last_error = error
 
 
 class Observer:
@@ -41,43 +92,41 @@ class Observer:
 
     def __init__(
         self,
-        endpoints: Endpoints,
+        sources: Sources,
         regions: list[RegionInfo],
         timeline: Timeline,
         *,
         interval: float = 0.1,
-        dns_samples: int = 16,
         util_every: int = 5,
-        alarm_source: Callable[[], Iterator[tuple[str, str]]] | None = None,
         request_source: Callable[[], list[RequestRec]] | None = None,
         on_tick: Callable[[float], None] | None = None,
         liveness: list[Callable[[], list[ComponentState]]] | None = None,
+        broadcast: tuple[str, str] | None = None,
     ) -> None:
         """
         Args:
+            sources: what to read (the target's :meth:`~gameday.targets.base.Target.sources`).
+            regions: the regions (the DNS source's addresses are mapped to them).
             interval: seconds between ticks (<= 0.1 keeps the DESIGN.md resolution).
-            dns_samples: GSLB queries per tick; answers are weighted-random single
-                addresses, so several samples are needed to see a 20 % region.
             util_every: read utilisation every this many ticks.
-            alarm_source: yields new ``(node, log line)`` pairs (the target's logs).
             request_source: returns new load-generator request records.
             on_tick: called in the observer thread after every tick with its time.
             liveness: each returns every process it knows, alive or not (the target's
                 liveness capability, the load generator's processes); read every tick.
+            broadcast: ``(NATS URL, subject)`` of the control plane's version broadcast,
+                where the target lets the harness subscribe (local); None: polling only.
         """
         if interval > 0.1:
             raise ValueError(f"observer interval {interval} s is slower than the 10 Hz DESIGN.md requires")
-        self.ep = endpoints
+        self.sources = sources
         self.addr_region = {r.gateway_address: r.name for r in regions}
-        self.capacity = {r.name: r.capacity for r in regions}
         self.tl = timeline
         self.interval = interval
-        self.dns_samples = dns_samples
         self.util_every = util_every
-        self.alarm_source = alarm_source
         self.request_source = request_source
         self.on_tick = on_tick
         self.liveness = liveness or []
+        self.broadcast = broadcast
         self._alive: dict[str, bool] = {}
         self._last_alive: dict[str, float] = {}
         self._liveness_failed: set[int] = set()
@@ -86,9 +135,23 @@ class Observer:
         self.ticks = 0
         self.error: BaseException | None = None
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        hz = 1.0 / interval
+        self._counts: dict[str, _Counter] = {n.name: _Counter(n.describe(), hz) for n in sources.entry_nodes}
+        self._counts["dns"] = _Counter(sources.dns.describe(), hz)
+        if sources.control_plane is not None:
+            self._counts["control_plane"] = _Counter(sources.control_plane.describe(), hz)
+        for r in sources.utilisation:
+            self._counts[f"utilisation {r}"] = _Counter(f"app /status of region {r}", hz / util_every)
+        self._alarm_keys = [f"alarms {a.describe()}" for a in sources.alarms]
+        for key in self._alarm_keys:
+            self._counts[key] = _Counter(key.removeprefix("alarms "), hz)
+        self._alarm_lock = threading.Lock()  # stop() reads the alarms once more from the test thread
+        self._started: float | None = None
+        self._stopped: float | None = None
 
     # -- thread -----------------------------------------------------------------------
     def start(self) -> None:
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="gameday-observer", daemon=True)
         self._thread.start()
 
@@ -96,7 +159,24 @@ class Observer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
-        self._collect_logs_and_requests()  # whatever arrived after the last tick
+        self._collect_alarms_and_requests()  # whatever arrived after the last tick
+        self._stopped = self._stopped or time.monotonic()
+        for a in self.sources.alarms:
+            if isinstance(a, Closeable):
+                a.close()
+
+    def poll_rates(self) -> dict[str, PollRate]:
+        """Each source's achieved rate so far (over the whole run once stopped).
+
+        Read from another thread while the observer runs: the counts are plain integers,
+        so a snapshot may be one poll behind, never inconsistent in a way that matters.
+        """
+        if self._started is None:
+            return {}
+        span = max((self._stopped or time.monotonic()) - self._started, 1e-9)
+        return {k: PollRate(k, c.description, c.nominal, c.answered / span, c.polls, c.answered, c.skipped,
+                            c.max_gap, c.last_error)
+                for k, c in list(self._counts.items())}
 
     def _run(self) -> None:
         try:
@@ -108,10 +188,13 @@ class Observer:
     async def _main(self) -> None:
         # Subscribing (importing nats-py, connecting) must not delay the first polls.
         sub = asyncio.create_task(self._subscribe())
-        async with httpx.AsyncClient(timeout=max(0.5, self.interval * 5), trust_env=False) as http:
+        # One connection pool for every source: 60 entry nodes at 10 Hz must not open a
+        # connection per poll. Sized so that every source can have one read in flight.
+        limits = httpx.Limits(max_connections=len(self._counts) + 8, max_keepalive_connections=len(self._counts) + 8)
+        async with httpx.AsyncClient(timeout=max(0.5, self.interval * 5), trust_env=False, limits=limits) as http:
             next_tick = time.monotonic()
             while not self._stop.is_set():
-                await self._tick(http)
+                self._tick(http)
                 self.ticks += 1
                 if self.on_tick is not None:
                     self.on_tick(time.monotonic())
@@ -121,9 +204,10 @@ class Observer:
                     next_tick = time.monotonic()
                     delay = 0
                 await asyncio.sleep(delay)
-        for task in self._inflight.values():
-            task.cancel()
-        await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+            self._stopped = time.monotonic()
+            for task in self._inflight.values():
+                task.cancel()
+            await asyncio.gather(*self._inflight.values(), return_exceptions=True)
         nc = await sub
         if nc is not None:
             with contextlib.suppress(Exception):
@@ -131,8 +215,9 @@ class Observer:
 
     async def _subscribe(self) -> object | None:
         """Subscribe to the version broadcast when the target exposes NATS; else rely on polling."""
-        if not self.ep.nats_url or not self.ep.broadcast_subject:
+        if self.broadcast is None:
             return None
+        url, subject = self.broadcast
         import nats  # noqa: PLC0415  (only targets with a reachable bus need it)
 
         async def _on(msg: object) -> None:
@@ -143,52 +228,56 @@ class Observer:
             self.tl.add(CpObs(time.monotonic(), v, "broadcast"))
 
         try:
-            nc = await nats.connect(self.ep.nats_url, connect_timeout=1, max_reconnect_attempts=-1,
+            nc = await nats.connect(url, connect_timeout=1, max_reconnect_attempts=-1,
                                     reconnect_time_wait=0.2, allow_reconnect=True)
         except Exception as exc:  # noqa: BLE001  (the bus may be down: polling still works)
             log.warning("broadcast subscription unavailable (%s); polling only", exc)
             return None
-        await nc.subscribe(self.ep.broadcast_subject, cb=_on)
+        await nc.subscribe(subject, cb=_on)
         return nc
 
     # -- one tick --------------------------------------------------------------------------
-    async def _tick(self, http: httpx.AsyncClient) -> None:
-        # Node and utilisation polls run on their own: a frozen region's hanging /status must
-        # not slow the tick (and so the resolution) for every other node. A poll still in
-        # flight is not doubled; its answer is stamped when it arrives.
-        for n, u in self.ep.entry_nodes.items():
-            self._spawn(("node", n), self._node(http, n, u))
+    def _tick(self, http: httpx.AsyncClient) -> None:
+        # Every read runs on its own: a frozen region's hanging /status must not slow the
+        # tick (and so the resolution) for every other source. A read still in flight is
+        # not doubled (that tick counts as skipped); its answer is stamped when it arrives.
+        for n in self.sources.entry_nodes:
+            self._spawn(("node", n.name), self._node(http, n), n.name)
+        self._spawn(("dns", ""), self._dns(), "dns")
+        if self.sources.control_plane is not None:
+            self._spawn(("cp", ""), self._cp(http), "control_plane")
         if self.ticks % self.util_every == 0:
-            for r, urls in self.ep.utilisation.items():
-                self._spawn(("util", r), self._util(http, r, urls))
+            for r, urls in self.sources.utilisation.items():
+                self._spawn(("util", r), self._util(http, r, urls), f"utilisation {r}")
         for i, source in enumerate(self.liveness):
-            self._spawn(("liveness", str(i)), self._live(i, source))
-        await asyncio.gather(self._dns(), self._cp(http))
-        self._collect_logs_and_requests()
+            self._spawn(("liveness", str(i)), self._live(i, source), None)
+        self._collect_alarms_and_requests()
 
-    def _spawn(self, key: tuple[str, str], coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, key: tuple[str, str], coro: Coroutine[Any, Any, None], counter: str | None) -> None:
         task = self._inflight.get(key)
         if task is not None and not task.done():
             coro.close()
+            if counter is not None:
+                self._counts[counter].skipped += 1
             return
         self._inflight[key] = asyncio.create_task(coro)
 
-    def _collect_logs_and_requests(self) -> None:
-        if self.alarm_source is not None:
-            for node, line in self.alarm_source():
-                if '"stale_snapshot' not in line:
-                    continue
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                if d.get("event") in ALARM_EVENTS:
-                    self.tl.add(AlarmObs(float(d.get("mono", time.monotonic())), node, d["event"],
-                                         str(d.get("reason", ""))))
+    def _collect_alarms_and_requests(self) -> None:
+        with self._alarm_lock:
+            for key, source in zip(self._alarm_keys, self.sources.alarms, strict=True):
+                self._alarms(key, source)
         if self.request_source is not None:
             recs = self.request_source()
             if recs:
                 self.tl.extend_requests(recs)
+
+    def _alarms(self, key: str, source: AlarmSource) -> None:
+        events = source.poll()
+        now = time.monotonic()
+        for e in events:
+            self.tl.add(AlarmObs(e.t if e.t is not None else now, e.node, e.event, e.detail))
+        error = getattr(source, "last_error", None)
+        self._counts[key].done(now, error is None, error)
 
     async def _live(self, index: int, source: Callable[[], list[ComponentState]]) -> None:
         # In a worker thread: a cluster target's liveness is an API call that may be slow;
@@ -215,50 +304,31 @@ class Observer:
                 self._last_alive[s.name] = begun
 
     async def _dns(self) -> None:
-        host, port = self.ep.dns_server
-        q = dns.message.make_query(self.ep.fqdn, dns.rdatatype.A)
-
-        async def one() -> tuple[list[str], int | None]:
-            resp = await dns.asyncquery.udp(q, host, port=port, timeout=0.5)
-            addrs, ttl = [], None
-            for rrset in resp.answer:
-                ttl = rrset.ttl
-                addrs += [rr.address for rr in rrset if rr.rdtype == dns.rdatatype.A]
-            return addrs, ttl
-
-        results = await asyncio.gather(*[one() for _ in range(self.dns_samples)], return_exceptions=True)
+        r = await self.sources.dns.read()
         now = time.monotonic()
-        answers: list[str] = []
-        ttl = None
-        ok = False
-        for res in results:
-            if isinstance(res, BaseException):
-                continue
-            ok = True
-            addrs, ttl = res
-            answers += [self.addr_region.get(a, a) for a in addrs]
-        self.tl.add(DnsObs(now, ok, tuple(sorted(set(answers))), ttl, tuple(answers)))
+        answers = tuple(self.addr_region.get(a, a) for a in r.addresses)
+        self.tl.add(DnsObs(now, r.ok, tuple(sorted(set(answers))), r.ttl, answers))
+        self._counts["dns"].done(now, r.ok, getattr(self.sources.dns, "last_error", None))
 
-    async def _node(self, http: httpx.AsyncClient, node: str, url: str) -> None:
+    async def _node(self, http: httpx.AsyncClient, node: EntryNodeSource) -> None:
         sent = time.monotonic()
-        try:
-            r = await http.get(url)
-            d = r.json()
-            self.tl.add(NodeObs(time.monotonic(), node, True, int(d["version"]),
-                                tuple(d.get("routable_regions", ())), bool(d.get("stale", False)), sent))
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            self.tl.add(NodeObs(time.monotonic(), node, False, sent=sent))
+        r = await node.read(http)
+        now = time.monotonic()
+        if r.ok:
+            self.tl.add(NodeObs(now, node.name, True, r.version, r.routable, r.stale, sent))
+        else:
+            self.tl.add(NodeObs(now, node.name, False, sent=sent))
+        self._counts[node.name].done(now, r.ok, getattr(node, "last_error", None))
 
     async def _cp(self, http: httpx.AsyncClient) -> None:
-        if self.ep.control_plane is None:
-            return  # no control-plane source: the version verdict has no input
-        try:
-            r = await http.get(self.ep.control_plane)
-            self.tl.add(CpObs(time.monotonic(), int(r.json()["version"]), "poll"))
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            self.tl.add(CpObs(time.monotonic(), None, "poll"))
+        cp = self.sources.control_plane
+        assert cp is not None
+        v = await cp.read(http)
+        now = time.monotonic()
+        self.tl.add(CpObs(now, v, "poll"))
+        self._counts["control_plane"].done(now, v is not None, getattr(cp, "last_error", None))
 
-    async def _util(self, http: httpx.AsyncClient, region: str, urls: list[str]) -> None:
+    async def _util(self, http: httpx.AsyncClient, region: str, urls: tuple[str, ...]) -> None:
         async def one(url: str) -> tuple[float, float, int]:
             d = (await http.get(url)).json()
             cap = float(d.get("capacity_rps", 0.0))
@@ -267,10 +337,16 @@ class Observer:
         results = await asyncio.gather(*[one(u) for u in urls], return_exceptions=True)
         load = cap = 0.0
         rejected = 0
+        error = None
         for res in results:
             if isinstance(res, BaseException):
+                if not isinstance(res, httpx.HTTPError | ValueError | KeyError | TypeError | AttributeError):
+                    raise res
+                error = f"{type(res).__name__}: {res}"
                 continue
             used, c, rej = res
             load, cap, rejected = load + used, cap + c, rejected + rej
+        now = time.monotonic()
         if cap > 0:
-            self.tl.add(UtilObs(time.monotonic(), region, load / cap, rejected))
+            self.tl.add(UtilObs(now, region, load / cap, rejected))
+        self._counts[f"utilisation {region}"].done(now, cap > 0, error)

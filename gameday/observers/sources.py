@@ -10,7 +10,7 @@ The reference app is described with the same built-in sources as any other feder
 Protocols: :class:`EntryNodeSource`, :class:`VersionSource`, :class:`DnsSource`,
 :class:`AlarmSource`. Built-ins: :class:`HttpJsonNode`, :class:`HttpJsonVersion`,
 :class:`PrometheusVersion`, :class:`MetricsVersion`, :class:`UdpDns`, :class:`LogFileAlarms`,
-:class:`CommandAlarms`. What a target gives the observer: :class:`Sources`.
+:class:`CommandAlarms`, :class:`LineFeedAlarms`. What a target gives the observer: :class:`Sources`.
 
 A source never raises for a federation that does not answer: "it did not answer" is an
 observation (``NodeReading(ok=False)``, a ``None`` version, ``DnsReading(ok=False)``). Why
@@ -27,7 +27,7 @@ import queue
 import re
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
@@ -39,7 +39,7 @@ import dns.rdatatype
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gameday.errors import ConfigError
+from gameday.errors import ConfigError, GamedayError
 
 log = logging.getLogger(__name__)
 
@@ -628,3 +628,51 @@ class CommandAlarms:
         how = (f"JSON field {self._matcher.event_field}" if self._matcher.event_field is not None
                else f"regex {self._matcher.regex.pattern if self._matcher.regex else ''!r}")
         return f"command {' '.join(self.argv)} for {self.node} ({how})"
+
+
+class LineFeedAlarms:
+    """Alarms from a callable that returns new ``(node, line)`` pairs: a target that reads its
+    nodes' logs through its own API (kube: pod logs through the Kubernetes client).
+
+    The lines the feed holds when the source is made are discarded (another drill's); the
+    node each line names is kept.
+
+    Args:
+        feed: returns the lines logged since its last call.
+        name: what the feed is, for reports.
+        regex / clear_regex, json_event_field (+ time_field, detail_field): as for
+            :class:`LogFileAlarms`.
+    """
+
+    def __init__(self, *, feed: Callable[[], Iterable[tuple[str, str]]], name: str, regex: str | None = None,
+                 clear_regex: str | None = None, json_event_field: str | None = None,
+                 time_field: str | None = None, detail_field: str | None = None) -> None:
+        self.feed = feed
+        self.name = name
+        self._args = {"regex": regex, "clear_regex": clear_regex, "json_event_field": json_event_field,
+                      "time_field": time_field, "detail_field": detail_field}
+        _LineMatcher(node=name, where=name, **self._args)  # a bad pattern fails here, not at the first poll
+        self._matchers: dict[str, _LineMatcher] = {}
+        self.last_error: str | None = None
+        for _ in feed():
+            pass
+
+    def poll(self) -> list[AlarmEvent]:
+        try:
+            lines = list(self.feed())
+        except (GamedayError, OSError) as exc:  # a flapping API: no lines this time
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            return []
+        self.last_error = None
+        out = []
+        for node, line in lines:
+            m = self._matchers.get(node)
+            if m is None:
+                m = self._matchers[node] = _LineMatcher(node=node, where=self.name, **self._args)
+            if (e := m.match(line)) is not None:
+                out.append(e)
+        return out
+
+    def describe(self) -> str:
+        how = self._args["json_event_field"] or self._args["regex"]
+        return f"{self.name} ({'JSON field' if self._args['json_event_field'] else 'regex'} {how})"

@@ -288,9 +288,11 @@ def abort_error(c: Casualty, reverted: list[tuple[str, float]], not_reverted: li
     return cls("; ".join(parts), casualty=c)
 
 
-def steady_state(snap: Timeline, t0: float, nodes: tuple[str, ...], want: set[str]) -> tuple[bool, str]:
+def steady_state(snap: Timeline, t0: float, nodes: tuple[str, ...], want: set[str], *,
+                 control_plane: bool = True) -> tuple[bool, str]:
     """The steady-state hypothesis on the observations since *t0*: every entry node in
-    *nodes* answered routing to every region in *want*, the control plane answered, and the
+    *nodes* answered routing to every region in *want* (with a version, where its source
+    gives one), the control plane answered (where there is a *control_plane* source), and the
     GSLB answered its latest query and every region in *want* at least once (its answers
     are weighted single addresses, so "at least once" is what the baseline can require).
 
@@ -301,13 +303,15 @@ def steady_state(snap: Timeline, t0: float, nodes: tuple[str, ...], want: set[st
     for o in snap.nodes:
         if o.t >= t0 and o.node in nodes:
             latest[o.node] = o
-    steady = {n for n, o in latest.items() if o.ok and o.version and want <= set(o.routable)}
+    steady = {n for n, o in latest.items() if o.ok and (o.version is None or o.version)
+              and (o.routable is None or want <= set(o.routable))}
     cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)
     dns = [d for d in snap.dns if d.t >= t0]
     dns_regions = {r for d in dns if d.ok for r in d.regions}
     dns_ok = bool(dns) and dns[-1].ok and want <= dns_regions
     dns_seen = ("no answer" if not any(d.ok for d in dns) else
                 f"answered {sorted(dns_regions)}" + ("" if dns[-1].ok else ", but not its latest query"))
+    cp_words = ("seen" if cp_seen else "not seen") if control_plane else "not observed (no source)"
     seen = (f"entry nodes routing to {sorted(want)}: {sorted(steady)} of {sorted(nodes)}; control plane "
-            f"{'seen' if cp_seen else 'not seen'}; GSLB (expected to answer {sorted(want)}): {dns_seen}")
-    return steady == set(nodes) and cp_seen and dns_ok, seen
+            f"{cp_words}; GSLB (expected to answer {sorted(want)}): {dns_seen}")
+    return steady == set(nodes) and (cp_seen or not control_plane) and dns_ok, seen

@@ -11,16 +11,36 @@ def _fig(d: dict[str, Any], name: str) -> str:
     f = d.get(name)
     if not isinstance(f, dict):
         return "-"
+    # A definition other than the §4 one is named in the cell: the figure means something else.
+    how = f" ({f['definition']})" if f.get("definition") not in (None, "", "entry-node versions") else ""
     if f.get("value_s") is None:
-        return "not reached"
-    return f"{f['value_s']:.2f}±{f['resolution_s']:.2f}s"
+        return "not reached" + how
+    return f"{f['value_s']:.2f}±{f['resolution_s']:.2f}s{how}"
+
+
+def _asserted(d: dict[str, Any], name: str) -> str | None:
+    """How the test's assertion of verdict *name* ended (``ok``, ``FAIL``, ``n/a: ...``), or None."""
+    outcomes = [v for v in d.get("verdicts") or [] if v.get("name") == name]
+    if not outcomes:
+        return None
+    if any(v["outcome"] == "fail" for v in outcomes):
+        return "FAIL"
+    if all(v["outcome"] == "n/a" for v in outcomes):
+        return "n/a: " + str(outcomes[0].get("detail", ""))
+    return "ok"
+
+
+def _na(d: dict[str, Any], name: str) -> str | None:
+    reason = (d.get("not_applicable") or {}).get(name)
+    return f"n/a: {reason}" if reason else None
 
 
 def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
     rows = [["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
-             "stale alarms", "load (achieved/target rps)"]]
+             "stale alarms", "headroom", "load (achieved/target rps)"]]
     for d in drills:
         load = d.get("load") or {}
+        versions = d.get("versions") or {}
         rows.append([
             str(d.get("test", "")).split("::")[-1],
             str(d.get("fault")) + (" (ABORTED)" if d.get("aborted") else ""),
@@ -28,8 +48,9 @@ def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
             _fig(d, "switchover"),
             _fig(d, "dns_convergence"),
             _fig(d, "client_recovery"),
-            "ok" if (d.get("versions") or {}).get("passed") else "FAIL",
-            str(len(d.get("stale_alarms") or [])),
+            _na(d, "versions") or ("ok" if versions.get("passed") else "FAIL"),
+            _na(d, "stale_alarms") or str(len(d.get("stale_alarms") or [])),
+            _na(d, "headroom") or _asserted(d, "headroom") or "-",
             f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
         ])
     return rows

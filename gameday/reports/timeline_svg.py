@@ -68,7 +68,7 @@ def render_timeline_svg(res: DrillResult) -> str:
             in_fault = w.t_fault <= a.t < t_back
             if not a.ok:
                 color = "#999"
-            elif failed is not None and failed in a.routable:
+            elif failed is not None and failed in (a.routable or ()):
                 color = "#d9534f" if in_fault else "#8fb3de"  # should have switched / normal
             elif failed is None and a.stale:
                 color = "#f0ad4e"

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from gameday.observers.sources import Sources
 
 LOAD_ROLE = "load"
 """The :attr:`ComponentState.role` of a load-generator process (not part of the federation)."""
@@ -151,6 +154,11 @@ class Target(Protocol):
 
     def endpoints(self) -> Endpoints:
         """Where to observe the federation from."""
+
+    def sources(self) -> Sources:
+        """What the drill's observer reads, as :mod:`gameday.observers.sources` (entry nodes,
+        DNS, the control plane's version and alarms where the federation exposes them).
+        Called once per drill; alarm sources made here count alarms raised from then on."""
 
     def check_health(self, timeout: float) -> None:
         """Raise :class:`gameday.errors.TargetUnreachable` unless the federation is healthy."""

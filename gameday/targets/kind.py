@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from gameday.errors import TargetError
+from gameday.observers.sources import Sources
 from gameday.targets import k8s_files as f
 from gameday.targets import k8s_objects as o
 from gameday.targets import manifests as m
@@ -268,6 +269,9 @@ class KindTarget:
 
     def endpoints(self) -> Endpoints:
         return self.kube.endpoints()
+
+    def sources(self) -> Sources:
+        return self.kube.sources()
 
     def check_health(self, timeout: float) -> None:
         self.kube.check_health(timeout)

@@ -28,6 +28,8 @@ from typing import Any, TextIO
 
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
+from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
+from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.targets import k8s_objects as o
 from gameday.targets import k8s_plan as plan
 from gameday.targets import manifests as m
@@ -172,6 +174,16 @@ class KubeTarget:
             broadcast_subject=broadcast_subject(m.run_id(self.topology)),
             extra={"gslb_status": f"http://{g}:{o.GSLB_HTTP_PORT}/status", "contexts": dict(self.contexts)},
         )
+
+    def sources(self) -> Sources:
+        """The reference app's sources at :meth:`endpoints`; alarms from the proxy pods' logs
+        (:meth:`alarm_lines`, through the Kubernetes API; the stale-snapshot alarm is the proxies')."""
+        def proxy_lines() -> list[tuple[str, str]]:
+            return [(node, line) for node, line in self.alarm_lines() if node.startswith("proxy-")]
+
+        alarms = LineFeedAlarms(feed=proxy_lines, name="proxy pod logs", json_event_field=EVENT_FIELD,
+                                time_field=TIME_FIELD, detail_field=DETAIL_FIELD)
+        return reference_sources(self.endpoints(), (alarms,))
 
     def _node_address(self, cluster: str) -> str:
         return self.clusters.node_address(cluster)

@@ -13,6 +13,8 @@ import httpx
 from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
 from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.fedapp.wire import broadcast_subject
+from gameday.observers.reference import log_file_alarms, reference_sources
+from gameday.observers.sources import Sources
 from gameday.release import plan_release
 from gameday.targets.base import ComponentState, Endpoints, RegionInfo
 from gameday.topology import Topology
@@ -111,6 +113,13 @@ class LocalTarget:
             agents={r.name: r.agent.url + "/status" for r in s.regions},
             snapshot=s.control_plane.url + "/snapshot",
         )
+
+    def sources(self) -> Sources:
+        """The reference app's sources (:mod:`gameday.observers.reference`): each entry node's
+        ``/status``, the control plane's ``/status``, the GSLB, and the proxies' log files (the
+        stale-snapshot alarm is the proxies', DESIGN.md §4)."""
+        proxies = [n for n in self.fed.entry_nodes() if self.fed.components[n].role == "proxy"]
+        return reference_sources(self.endpoints(), log_file_alarms(self.fed.logdir, proxies))
 
     def check_health(self, timeout: float) -> None:
         try:

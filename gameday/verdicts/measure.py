@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from gameday.timeline import CpObs, NodeObs, RequestRec, Timeline
+
+Definition = Literal["entry-node versions", "routable sets", "dns answers"]
+"""How switchover was measured (DESIGN.md §7): the §4 definition where every surviving entry
+node reports its route version and routable regions; from their routable sets where they
+report no version; from the GSLB's answers (and served-by headers) where no entry node says
+where it routes."""
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,10 @@ class Figure:
     value: float | None
     resolution: float
     detail: str = ""
+    definition: str = ""
+    """Which definition of the figure was used, where there is more than one (switchover)."""
+    limited_by: str | None = None
+    """The source whose poll gap set the resolution (an entry node, ``dns``), if known."""
 
     def __str__(self) -> str:
         if self.value is None:
@@ -29,7 +40,13 @@ class Figure:
         return f"{self.name}: {self.value:.2f} s ± {self.resolution:.2f} s"
 
     def as_dict(self) -> dict[str, object]:
-        return {"name": self.name, "value_s": self.value, "resolution_s": self.resolution, "detail": self.detail}
+        out: dict[str, object] = {"name": self.name, "value_s": self.value, "resolution_s": self.resolution,
+                                  "detail": self.detail}
+        if self.definition:
+            out["definition"] = self.definition
+        if self.limited_by is not None:
+            out["limited_by"] = self.limited_by
+        return out
 
 
 def _rel(t: float, t_fault: float) -> str:
@@ -56,28 +73,35 @@ def switchover(
     latest: dict[str, NodeObs] = {}
     last_including: dict[str, float] = {}
     first_excluding: dict[str, float] = {}
+    definition: Definition = "entry-node versions"
     for o in sorted(nodes, key=lambda o: o.t):
         if o.t > until:
             break
-        if not o.ok or o.node not in survivors:
+        if not o.ok or o.node not in survivors or o.routable is None:
             continue
+        if o.version is None:
+            definition = "routable sets"
         latest[o.node] = o
         if failed in o.routable:
-            last_including[o.node] = o.t
+            # When the poll was sent: the node still routed to the region at some instant
+            # between sending and the answer, so the switch came after the send.
+            last_including[o.node] = o.sent or o.t
             first_excluding.pop(o.node, None)
         else:
             first_excluding.setdefault(o.node, o.t)
         if o.t < t_fault:
             continue
-        if len(latest) == len(survivors) and all(failed not in latest[n].routable for n in survivors):
+        if len(latest) == len(survivors) and all(failed not in (latest[n].routable or ()) for n in survivors):
             # Each node switched somewhere between its last poll still including the region
             # and its first poll without it.
-            gaps = [first_excluding[n] - last_including[n] for n in survivors if n in last_including]
+            gaps = {n: first_excluding[n] - last_including[n] for n in survivors if n in last_including}
+            widest = max(gaps, key=lambda n: gaps[n]) if gaps else None
             versions = sorted({v for n in survivors if (v := latest[n].version) is not None})
+            shown = f" (versions {versions})" if definition == "entry-node versions" else " (no versions reported)"
             return Figure(
-                "switchover", o.t - t_fault, max([*gaps, 0.0]) if gaps else 0.0,
+                "switchover", o.t - t_fault, gaps[widest] if widest is not None else 0.0,
                 f"all {len(survivors)} surviving entry nodes exclude region {failed} "
-                f"at {_rel(o.t, t_fault)} (versions {versions})",
+                f"at {_rel(o.t, t_fault)}{shown}", definition=definition, limited_by=widest,
             )
     # Never reached: say who is behind, by which version, and when the new version was published.
     behind = []
@@ -85,15 +109,51 @@ def switchover(
         seen = latest.get(n)
         if seen is None:
             behind.append(f"{n} never answered")
-        elif failed in seen.routable:
-            behind.append(f"{n} still routes to {failed} by v{seen.version} at {_rel(seen.t, t_fault)}")
+        elif failed in (seen.routable or ()):
+            by = f" by v{seen.version}" if seen.version is not None else ""
+            behind.append(f"{n} still routes to {failed}{by} at {_rel(seen.t, t_fault)}")
     v_at_fault = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
     published = next((c for c in sorted(cp, key=lambda c: c.t)
                       if c.t > t_fault and c.version is not None and v_at_fault is not None
                       and c.version > v_at_fault), None)
     pub = (f"; v{published.version} published at {_rel(published.t, t_fault)}" if published
-           else "; the control plane published no new version")
-    return Figure("switchover", None, 0.0, "; ".join(behind) + pub)
+           else "; the control plane published no new version" if cp else "")
+    return Figure("switchover", None, 0.0, "; ".join(behind) + pub, definition=definition)
+
+
+def switchover_definition(nodes: list[NodeObs], survivors: Iterable[str]) -> Definition:
+    """Which switchover definition the observations allow: entry-node routes (with or
+    without versions) when every surviving node that answered reported where it routes,
+    else the GSLB's answers."""
+    names = set(survivors)
+    answered = [o for o in nodes if o.ok and o.node in names]
+    if not names or not answered or any(o.routable is None for o in answered):
+        return "dns answers"
+    return "entry-node versions" if all(o.version is not None for o in answered) else "routable sets"
+
+
+def switchover_from_dns(tl: Timeline, failed: str, t_fault: float, until: float) -> Figure:
+    """Switchover where no entry node says where it routes: the first instant after which
+    the GSLB no longer answers with *failed* and no client request is served by it (where
+    requests name the region that served them), minus *t_fault*."""
+    dns = dns_convergence(tl, failed, t_fault, until)
+    served = [r for r in tl.requests if t_fault <= r.t <= until and r.region is not None]
+    definition = "dns answers"
+    if dns.value is None:
+        return replace(dns, name="switchover", definition=definition)
+    by_failed = [r for r in served if r.region == failed]
+    if not by_failed or by_failed[-1].t + by_failed[-1].latency <= t_fault + dns.value:
+        how = "; no request served by it after that" if served else ""
+        return replace(dns, name="switchover", definition=definition, detail=dns.detail + how, limited_by="dns")
+    last = by_failed[-1]
+    after = [r for r in served if r.t > last.t]
+    if not after:
+        return Figure("switchover", None, 0.0, f"region {failed} still served the last request "
+                      f"at {_rel(last.t, t_fault)}", definition=definition)
+    end = after[0].t + after[0].latency
+    return Figure("switchover", end - t_fault, end - last.t,
+                  f"{dns.detail}; last request served by region {failed} sent at {_rel(last.t, t_fault)}",
+                  definition=definition, limited_by="requests")
 
 
 def dns_convergence(tl: Timeline, failed: str, t_fault: float, until: float) -> Figure:
@@ -107,13 +167,13 @@ def dns_convergence(tl: Timeline, failed: str, t_fault: float, until: float) -> 
             last_with = i
     if last_with is None:
         return Figure("dns_convergence", obs[0].t - t_fault, obs[0].t - t_fault,
-                      f"no answer named region {failed} after the fault")
+                      f"no answer named region {failed} after the fault", limited_by="dns")
     if last_with == len(obs) - 1:
         return Figure("dns_convergence", None, 0.0,
                       f"the GSLB still answered with region {failed} at {_rel(obs[-1].t, t_fault)}")
     conv = obs[last_with + 1]
     return Figure("dns_convergence", conv.t - t_fault, conv.t - obs[last_with].t,
-                  f"last answer with region {failed} at {_rel(obs[last_with].t, t_fault)}")
+                  f"last answer with region {failed} at {_rel(obs[last_with].t, t_fault)}", limited_by="dns")
 
 
 def error_ratio(reqs: list[RequestRec]) -> float:
@@ -155,11 +215,13 @@ def client_recovery(
 
 @dataclass(frozen=True)
 class Check:
-    """A pass/fail verdict with its explanation."""
+    """A pass/fail verdict with its explanation (or, ``applicable`` False, why it has no input)."""
 
     name: str
     passed: bool
     detail: str
+    applicable: bool = True
+    """False: the verdict had no input (``detail`` says ``n/a: <reason>``); never a pass."""
 
 
 def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float,

@@ -3,13 +3,21 @@
 Every ``assert_*`` raises a plain ``AssertionError`` whose message says what was
 expected, what was seen, where and when; it never raises for a healthy federation and
 it can fail (each has a negative control in the test suite).
+
+A verdict whose input the federation does not expose (no control-plane version source, no
+declared capacities, no alarm source) is *not applicable*: its ``assert_*`` records
+``n/a: <reason>`` in :attr:`DrillResult.verdicts` and returns without raising. It is never
+a pass: the verdict table, run.json and JUnit show the reason, and a test whose every
+asserted verdict was not applicable is reported skipped (:mod:`gameday.session`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
 
 from gameday.settings import SLO
 from gameday.timeline import Casualty, FaultWindow, Timeline
@@ -21,8 +29,34 @@ from gameday.verdicts.measure import (
     dns_convergence,
     error_ratio,
     switchover,
+    switchover_definition,
+    switchover_from_dns,
     version_check,
 )
+
+if TYPE_CHECKING:
+    from gameday.observers.observer import PollRate
+
+NA = "n/a: "
+"""How a verdict without input reads, before its reason."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One ``assert_*`` call and how it ended."""
+
+    name: str
+    """``switchover``, ``dns_convergence``, ``client_recovery``, ``versions``, ``error_ratio``,
+    ``route_changes``, ``readmission``, ``headroom``, ``stale_alarms``."""
+    outcome: Literal["pass", "fail", "n/a"]
+    detail: str = ""
+    """The failure message, or the reason it is not applicable."""
+
+    def __str__(self) -> str:
+        return f"{NA}{self.detail}" if self.outcome == "n/a" else self.outcome
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "outcome": self.outcome, "detail": self.detail}
 
 
 @dataclass
@@ -34,7 +68,7 @@ class DrillResult:
         timeline: the live timeline (observers keep appending until the drill ends).
         slo: the objectives to judge by.
         survivors: entry nodes outside the failed region(s).
-        capacity: region -> declared capacity, req/s.
+        capacity: region -> declared capacity, req/s (None or 0: not declared; headroom is n/a).
         offered: offered load, req/s.
         margin: N-1 headroom margin.
         lost: regions out of service because of this drill.
@@ -44,7 +78,7 @@ class DrillResult:
     timeline: Timeline
     slo: SLO
     survivors: tuple[str, ...]
-    capacity: Mapping[str, float]
+    capacity: Mapping[str, float | None]
     offered: float
     margin: float
     lost: tuple[str, ...] = ()
@@ -63,6 +97,19 @@ class DrillResult:
     """Extra figures a drill records (inside the fault block) for the report."""
     casualty: Casualty | None = None
     """Why the watcher failed the drill (a component died, the load collapsed), if it did."""
+    control_plane_source: bool = True
+    """The target's sources include the control plane's version (else versions are n/a)."""
+    alarm_sources: bool = True
+    """The target's sources include alarms (else the alarm verdicts are n/a)."""
+    alarm_prefix: str = "proxy"
+    """Alarms count from nodes whose name starts with this (the drill passes ``""``: its alarm
+    sources already read only the nodes whose alarms count)."""
+    poll_interval: float = 0.1
+    """The observer's interval, seconds (the nominal resolution)."""
+    poll_rates: Mapping[str, PollRate] = field(default_factory=dict)
+    """Per source, its achieved poll rate (filled in when the fault's block ends)."""
+    verdicts: list[Verdict] = field(default_factory=list)
+    """Every ``assert_*`` called on this result, in order."""
 
     # -- figures -----------------------------------------------------------------------
     @property
@@ -75,12 +122,29 @@ class DrillResult:
         return self.fault.region
 
     def switchover(self) -> Figure:
+        """By the §4 definition where the entry nodes allow it; else from their routable sets,
+        or from the GSLB's answers (the figure's ``definition`` says which)."""
         tl = self.timeline.copy()
-        return switchover(tl.nodes, tl.cp, self._region(), self.survivors, t_fault=self.fault.t_fault,
-                          until=self._until)
+        if switchover_definition(tl.nodes, self.survivors) == "dns answers":
+            f = switchover_from_dns(tl, self._region(), self.fault.t_fault, self._until)
+        else:
+            f = switchover(tl.nodes, tl.cp, self._region(), self.survivors, t_fault=self.fault.t_fault,
+                           until=self._until)
+        return self._resolution_note(f)
 
     def dns_convergence(self) -> Figure:
-        return dns_convergence(self.timeline.copy(), self._region(), self.fault.t_fault, self._until)
+        return self._resolution_note(dns_convergence(self.timeline.copy(), self._region(), self.fault.t_fault,
+                                                     self._until))
+
+    def _resolution_note(self, f: Figure) -> Figure:
+        """Say so when the source that set the figure's resolution fell behind its rate: the
+        resolution is the measured gap between its polls, wider than one nominal interval."""
+        rate = self.poll_rates.get(f.limited_by or "")
+        if f.value is None or rate is None or not (rate.behind or f.resolution > 2 * self.poll_interval):
+            return f
+        return replace(f, detail=f"{f.detail}; resolution {f.resolution:.2f} s, not "
+                                 f"{self.poll_interval:g} s: {rate.source} answered {rate.achieved_hz:.1f} "
+                                 f"polls/s of {rate.nominal_hz:.0f} asked (longest gap {rate.max_gap_s:.2f} s)")
 
     def client_recovery(self) -> Figure:
         tl = self.timeline.copy()
@@ -88,9 +152,41 @@ class DrillResult:
                                window=self.slo.recovery_window, slo=self.slo.error_ratio)
 
     def versions(self) -> Check:
+        if (reason := self.not_applicable().get("versions")) is not None:
+            return Check("versions", False, NA + reason, applicable=False)
         tl = self.timeline.copy()
         end = self.fault.t_restored or time.monotonic()
         return version_check(tl, self.fault.t_fault, self.fault.t_revert, end)
+
+    def not_applicable(self) -> dict[str, str]:
+        """Verdict -> why it has no input here (only the verdicts that have none)."""
+        out: dict[str, str] = {}
+        if not self.control_plane_source:
+            out["versions"] = "no control-plane version source"
+        missing = sorted(r for r, c in self.capacity.items() if c is None or c <= 0)
+        if missing or not self.capacity:
+            out["headroom"] = (f"no declared capacity for region(s) {', '.join(missing)}" if missing
+                               else "no declared capacities")
+        if not self.alarm_sources:
+            out["stale_alarms"] = "no alarm source"
+        return out
+
+    @contextmanager
+    def _verdict(self, name: str) -> Iterator[None]:
+        """Record how the ``assert_*`` in the block ended."""
+        try:
+            yield
+        except AssertionError as exc:
+            self.verdicts.append(Verdict(name, "fail", str(exc).splitlines()[0][:300] if str(exc) else ""))
+            raise
+        self.verdicts.append(Verdict(name, "pass"))
+
+    def _na(self, name: str) -> str | None:
+        """The reason *name* is not applicable (recorded as its verdict), or None."""
+        reason = self.not_applicable().get(name)
+        if reason is not None:
+            self.verdicts.append(Verdict(name, "n/a", reason))
+        return reason
 
     @property
     def removes_region(self) -> bool:
@@ -109,50 +205,60 @@ class DrillResult:
         # A proxy inside a region this drill cut off from everything is stale for real: it
         # does not count. Every other proxy must stay fresh.
         return [f"{a.node} at t{a.t - self.fault.t_fault:+.1f} s: {a.detail}"
-                for a in stale_alarms(tl.alarms, self.started, end)
+                for a in stale_alarms(tl.alarms, self.started, end, self.alarm_prefix)
                 if a.node.split("-", 1)[-1] not in self.cut_off]
 
     # -- assertions ----------------------------------------------------------------------
     def assert_switchover_under(self, limit: float | None = None) -> Figure:
         """Switchover time below *limit* seconds (default: the SLO, 180 s)."""
         limit = self.slo.switchover_limit if limit is None else limit
-        f = self.switchover()
-        if f.value is None:
-            raise AssertionError(
-                f"switchover after {self.fault.kind} of region {self.fault.region} not reached within "
-                f"{self._until - self.fault.t_fault:.1f} s (limit {limit:g} s): {f.detail}")
-        if f.value > limit:
-            raise AssertionError(
-                f"switchover took {f.value:.2f} s ± {f.resolution:.2f} s, limit {limit:g} s: {f.detail}")
+        with self._verdict("switchover"):
+            f = self.switchover()
+            how = "" if f.definition in ("", "entry-node versions") else f" (measured from {f.definition})"
+            if f.value is None:
+                raise AssertionError(
+                    f"switchover{how} after {self.fault.kind} of region {self.fault.region} not reached within "
+                    f"{self._until - self.fault.t_fault:.1f} s (limit {limit:g} s): {f.detail}")
+            if f.value > limit:
+                raise AssertionError(
+                    f"switchover{how} took {f.value:.2f} s ± {f.resolution:.2f} s, limit {limit:g} s: {f.detail}")
         return f
 
     def assert_dns_converged(self, limit: float | None = None) -> Figure:
         limit = self.slo.switchover_limit if limit is None else limit
-        f = self.dns_convergence()
-        if f.value is None or f.value > limit:
-            raise AssertionError(f"DNS did not converge within {limit:g} s: {f}; {f.detail}")
+        with self._verdict("dns_convergence"):
+            f = self.dns_convergence()
+            if f.value is None or f.value > limit:
+                raise AssertionError(f"DNS did not converge within {limit:g} s: {f}; {f.detail}")
         return f
 
     def assert_client_recovered(self, limit: float | None = None) -> Figure:
         limit = self.slo.switchover_limit if limit is None else limit
-        f = self.client_recovery()
-        if f.value is None or f.value > limit:
-            raise AssertionError(f"clients did not recover within {limit:g} s: {f.detail}")
+        with self._verdict("client_recovery"):
+            f = self.client_recovery()
+            if f.value is None or f.value > limit:
+                raise AssertionError(f"clients did not recover within {limit:g} s: {f.detail}")
         return f
 
     def assert_versions_incremented(self) -> Check:
-        c = self.versions()
-        if not c.passed:
-            raise AssertionError(f"version check failed: {c.detail}")
+        if (reason := self._na("versions")) is not None:
+            return Check("versions", False, NA + reason, applicable=False)
+        with self._verdict("versions"):
+            c = self.versions()
+            if not c.passed:
+                raise AssertionError(f"version check failed: {c.detail}")
         return c
 
     def assert_versions_monotonic(self) -> Check:
         """Versions never go back (for faults that change no routing, e.g. the control plane down)."""
-        tl = self.timeline.copy()
-        end = self.fault.t_restored or time.monotonic()
-        c = version_check(tl, self.fault.t_fault, self.fault.t_revert, end, require_increments=False)
-        if not c.passed:
-            raise AssertionError(f"version check failed: {c.detail}")
+        if (reason := self._na("versions")) is not None:
+            return Check("versions", False, NA + reason, applicable=False)
+        with self._verdict("versions"):
+            tl = self.timeline.copy()
+            end = self.fault.t_restored or time.monotonic()
+            c = version_check(tl, self.fault.t_fault, self.fault.t_revert, end, require_increments=False)
+            if not c.passed:
+                raise AssertionError(f"version check failed: {c.detail}")
         return c
 
     def client_error_ratio(self) -> tuple[float, int]:
@@ -164,38 +270,42 @@ class DrillResult:
     def assert_error_ratio_under(self, limit: float | None = None) -> float:
         """Traffic kept flowing: the client error ratio during the fault within *limit* (SLO)."""
         limit = self.slo.error_ratio if limit is None else limit
-        ratio, n = self.client_error_ratio()
-        if n == 0:
-            raise AssertionError(f"no client requests recorded during {self.fault.kind}: is the load running?")
-        if ratio > limit:
-            raise AssertionError(f"client error ratio {ratio:.2%} of {n} requests during {self.fault.kind} "
-                                 f"({self._until - self.fault.t_fault:.1f} s), limit {limit:.2%}")
+        with self._verdict("error_ratio"):
+            ratio, n = self.client_error_ratio()
+            if n == 0:
+                raise AssertionError(f"no client requests recorded during {self.fault.kind}: is the load running?")
+            if ratio > limit:
+                raise AssertionError(f"client error ratio {ratio:.2%} of {n} requests during {self.fault.kind} "
+                                     f"({self._until - self.fault.t_fault:.1f} s), limit {limit:.2%}")
         return ratio
 
     def assert_no_route_changes(self) -> None:
         """No oscillation: during the fault no entry node's routes changed, the control-plane
-        version stayed put, and the GSLB kept answering with every region it answered before."""
-        tl = self.timeline.copy()
-        t0, t1 = self.fault.t_fault, self._until
-        problems = []
-        before: dict[str, tuple[str, ...]] = {}
-        for o in sorted(tl.nodes, key=lambda o: o.t):
-            if not o.ok or o.t > t1:
-                continue
-            prev = before.get(o.node)
-            if o.t >= t0 and prev is not None and set(prev) != set(o.routable):
-                problems.append(f"{o.node} changed routes {sorted(prev)} -> {sorted(o.routable)} "
-                                f"at t{o.t - t0:+.1f} s")
-            before[o.node] = o.routable
-        cp = [c.version for c in tl.cp if c.source == "poll" and c.version is not None and t0 <= c.t <= t1]
-        if cp and max(cp) != min(cp):
-            problems.append(f"control-plane version moved v{min(cp)} -> v{max(cp)} during the fault")
-        if self.fault.region is not None:
-            answered = any(self.fault.region in d.regions for d in tl.dns if t0 + 1.0 <= d.t <= t1)
-            if not answered:
-                problems.append(f"the GSLB stopped answering with region {self.fault.region}")
-        if problems:
-            raise AssertionError("routes oscillated: " + "; ".join(problems[:6]))
+        version stayed put, and the GSLB kept answering with every region it answered before.
+        (Entry nodes that report no routes and a missing control-plane source are not judged;
+        the GSLB always is.)"""
+        with self._verdict("route_changes"):
+            tl = self.timeline.copy()
+            t0, t1 = self.fault.t_fault, self._until
+            problems = []
+            before: dict[str, tuple[str, ...]] = {}
+            for o in sorted(tl.nodes, key=lambda o: o.t):
+                if not o.ok or o.t > t1 or o.routable is None:
+                    continue
+                prev = before.get(o.node)
+                if o.t >= t0 and prev is not None and set(prev) != set(o.routable):
+                    problems.append(f"{o.node} changed routes {sorted(prev)} -> {sorted(o.routable)} "
+                                    f"at t{o.t - t0:+.1f} s")
+                before[o.node] = o.routable
+            cp = [c.version for c in tl.cp if c.source == "poll" and c.version is not None and t0 <= c.t <= t1]
+            if cp and max(cp) != min(cp):
+                problems.append(f"control-plane version moved v{min(cp)} -> v{max(cp)} during the fault")
+            if self.fault.region is not None:
+                answered = any(self.fault.region in d.regions for d in tl.dns if t0 + 1.0 <= d.t <= t1)
+                if not answered:
+                    problems.append(f"the GSLB stopped answering with region {self.fault.region}")
+            if problems:
+                raise AssertionError("routes oscillated: " + "; ".join(problems[:6]))
 
     def readmission_shares(self, window: float = 2.0) -> tuple[float, float, float]:
         """DNS answer share of the returning region in the first and last *window* seconds
@@ -218,41 +328,53 @@ class DrillResult:
     def assert_gradual_readmission(self, window: float = 2.0) -> tuple[float, float, float]:
         """R10: the returning region comes back on a weight ramp: its DNS share right after the
         restore is well below its share at the end of the observation and below its weight."""
-        early, late, full = self.readmission_shares(window)
-        if late <= 0:
-            raise AssertionError(f"region {self.fault.region} never got DNS answers after the restore "
-                                 f"(observed until t{self._until - self.fault.t_fault:+.1f} s)")
-        if not early < 0.6 * late or not early < 0.6 * full:
-            raise AssertionError(
-                f"region {self.fault.region} came back at once, not on a ramp: DNS share {early:.0%} in the "
-                f"first {window:g} s after the restore, {late:.0%} at the end, {full:.0%} by weight")
+        with self._verdict("readmission"):
+            early, late, full = self.readmission_shares(window)
+            if late <= 0:
+                raise AssertionError(f"region {self.fault.region} never got DNS answers after the restore "
+                                     f"(observed until t{self._until - self.fault.t_fault:+.1f} s)")
+            if not early < 0.6 * late or not early < 0.6 * full:
+                raise AssertionError(
+                    f"region {self.fault.region} came back at once, not on a ramp: DNS share {early:.0%} in the "
+                    f"first {window:g} s after the restore, {late:.0%} at the end, {full:.0%} by weight")
         return early, late, full
 
     def assert_headroom(self) -> list[Check]:
-        """Static N-1 before the fault and dynamic headroom during it."""
-        static = static_headroom(self.capacity, self.offered, self.margin)
-        tl = self.timeline.copy()
-        survivors = tuple(r for r in self.capacity if r not in self.lost)
-        dyn = dynamic_headroom(tl.util, tl.requests, survivors, start=self.fault.t_fault, end=self._until,
-                               utilisation_limit=self.slo.utilisation_limit, overload_ratio=self.slo.error_ratio)
-        failed = [c for c in (static, dyn) if not c.passed]
-        if failed:
-            raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))
+        """Static N-1 before the fault and dynamic headroom during it (n/a without capacities)."""
+        if (reason := self._na("headroom")) is not None:
+            return [Check("headroom", False, NA + reason, applicable=False)]
+        with self._verdict("headroom"):
+            capacity = {r: float(c or 0.0) for r, c in self.capacity.items()}
+            static = static_headroom(capacity, self.offered, self.margin)
+            tl = self.timeline.copy()
+            survivors = tuple(r for r in capacity if r not in self.lost)
+            dyn = dynamic_headroom(tl.util, tl.requests, survivors, start=self.fault.t_fault, end=self._until,
+                                   utilisation_limit=self.slo.utilisation_limit,
+                                   overload_ratio=self.slo.error_ratio)
+            failed = [c for c in (static, dyn) if not c.passed]
+            if failed:
+                raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))
         return [static, dyn]
 
     def assert_no_stale_snapshot_alarms(self) -> None:
-        events = self.stale_alarm_events()
-        if events:
-            raise AssertionError(f"{len(events)} stale-snapshot alarm(s) during the drill, expected 0: "
-                                 + "; ".join(events[:5]))
+        if self._na("stale_alarms") is not None:
+            return
+        with self._verdict("stale_alarms"):
+            events = self.stale_alarm_events()
+            if events:
+                raise AssertionError(f"{len(events)} stale-snapshot alarm(s) during the drill, expected 0: "
+                                     + "; ".join(events[:5]))
 
     def assert_stale_snapshot_alarm_fired(self) -> list[str]:
         """The opposite check, for drills where staleness is real (control plane down)."""
-        events = self.stale_alarm_events()
-        if not events:
-            raise AssertionError(
-                f"expected a stale-snapshot alarm during {self.fault.kind} "
-                f"({self._until - self.fault.t_fault:.1f} s), none was raised")
+        if self._na("stale_alarms") is not None:
+            return []
+        with self._verdict("stale_alarms"):
+            events = self.stale_alarm_events()
+            if not events:
+                raise AssertionError(
+                    f"expected a stale-snapshot alarm during {self.fault.kind} "
+                    f"({self._until - self.fault.t_fault:.1f} s), none was raised")
         return events
 
     def summary(self) -> dict[str, object]:
@@ -267,9 +389,20 @@ class DrillResult:
         for name, f in self.figures().items():
             out[name] = f.as_dict()
         end = self.fault.t_restored or time.monotonic()
-        v = version_check(self.timeline.copy(), self.fault.t_fault, self.fault.t_revert, end,
-                          require_increments=self.removes_region and self.switchover_observed)
-        out["versions"] = {"passed": v.passed, "detail": v.detail}
-        out["stale_alarms"] = self.stale_alarm_events()
+        na = self.not_applicable()
+        if "versions" in na:
+            out["versions"] = {"passed": None, "detail": NA + na["versions"]}
+        else:
+            v = version_check(self.timeline.copy(), self.fault.t_fault, self.fault.t_revert, end,
+                              require_increments=self.removes_region and self.switchover_observed)
+            out["versions"] = {"passed": v.passed, "detail": v.detail}
+        out["stale_alarms"] = [] if "stale_alarms" in na else self.stale_alarm_events()
+        out["not_applicable"] = na
+        out["verdicts"] = [v.as_dict() for v in self.verdicts]
+        if self.poll_rates:
+            out["poll_rates"] = {k: r.as_dict() for k, r in self.poll_rates.items()}
+            behind = sorted(k for k, r in self.poll_rates.items() if r.behind)
+            if behind:
+                out["sources_behind"] = behind
         out.update(self.notes)
         return out

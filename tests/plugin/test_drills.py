@@ -139,7 +139,9 @@ def test_kill_9_then_gameday_restore_leaves_everything_healthy(pytester: pytest.
 
         restored = _gameday("restore", "--keep", cwd=pytester.path)
         assert restored.returncode == 0, restored.stdout + restored.stderr
-        assert "OK    gateway_down b: reverted; every component healthy" in restored.stdout
+        # (restore names each ledger entry by its id: "gateway_down b [3e4f6456bff8]")
+        assert re.search(r"OK    gateway_down b \[\w+\]: reverted; every component healthy", restored.stdout), \
+            restored.stdout
         assert _pending(reports) == []
         LocalFederation.attach(fed_dir).wait_ready(30)  # every component healthy, routing to every region
 
