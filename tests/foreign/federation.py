@@ -50,11 +50,15 @@ import httpx
 import yaml
 
 from tests.foreign.processes import alive, children, kill_tree, processes_under, wait_until
+from tests.foreign.witness import HOST as CHECKER_HOST
+from tests.foreign.witness import CheckerClock
 
 ZONE = "foreign.test."
 FQDN = "app.foreign.test."
 DNS_HOST = "127.0.200.1"
 REGION_NAMES = ("a", "b", "c")
+CHECKER_LABEL = "checker"
+CHECKER_FQDN = f"{CHECKER_LABEL}.{ZONE}"
 SERVED_BY = "X-Served-By"
 #: Where Debian puts the daemons; /usr/sbin is not on every user's PATH.
 SBIN_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -165,8 +169,11 @@ class ForeignFederation:
     dns_port: int
     nginx: str
     pdns_server: str
+    checker_port: int = 0
     timing: CheckTiming = field(default_factory=CheckTiming)
     regions: tuple[Region, ...] = ()
+    clock: CheckerClock | None = None
+    """The checker's rounds as they happen (while the federation runs)."""
     _pdns: subprocess.Popen[bytes] | None = None
 
     # -- planning -----------------------------------------------------------------------------
@@ -178,7 +185,8 @@ class ForeignFederation:
         gateways = [region_host(i + 1, 1) for i in range(len(REGION_NAMES))]
         backends = [region_host(i + 1, 10) for i in range(len(REGION_NAMES))]
         fed = cls(root=root, port=free_port(gateways), backend_port=free_port(backends),
-                  dns_port=free_port([DNS_HOST], udp=True), nginx=nginx, pdns_server=pdns_server,
+                  dns_port=free_port([DNS_HOST], udp=True), checker_port=free_port([CHECKER_HOST]),
+                  nginx=nginx, pdns_server=pdns_server,
                   timing=timing or CheckTiming())
         fed.regions = tuple(
             Region(name, i + 1, Nginx(f"gateway-{name}", root / name / "gateway", nginx),
@@ -242,7 +250,9 @@ class ForeignFederation:
             f"@    IN SOA ns.{ZONE} hostmaster.{ZONE} 1 3600 600 86400 {t.ttl_s}\n"
             f"@    IN NS  ns.{ZONE}\n"
             f"ns   IN A   {DNS_HOST}\n"
-            f'app  IN LUA A "{self.lua_record()}"\n')
+            f'app  IN LUA A "{self.lua_record()}"\n'
+            # Checked in the same rounds as the gateways; see witness.py.
+            f'{CHECKER_LABEL} IN LUA A "ifportup({self.checker_port}, {{\'{CHECKER_HOST}\'}}, {{selector=\'all\'}})"\n')
         (d / "named.conf").write_text(f'zone "{ZONE.rstrip(".")}" {{ type master; file "{d}/foreign.test.zone"; }};\n')
         settings = {
             "launch": "bind",
@@ -273,6 +283,8 @@ class ForeignFederation:
     # -- running ------------------------------------------------------------------------------
     def start(self, timeout: float = 20.0) -> None:
         """Start every nginx and PowerDNS; return when DNS answers every gateway (``RuntimeError``)."""
+        self.clock = CheckerClock(self.checker_port)
+        self.clock.start()
         for r in self.regions:
             _run(r.backend.start_argv(), f"start {r.backend.name}")
             _run(r.gateway.start_argv(), f"start {r.gateway.name}")
@@ -293,11 +305,12 @@ class ForeignFederation:
             if self._pdns is not None and self._pdns.poll() is not None:
                 raise RuntimeError(f"pdns_server exited with {self._pdns.returncode}: {self._log_tail()}")
             served = {r.name: self.served_by(r) for r in self.regions}
+            self.dns_answer(CHECKER_FQDN)  # asks the checker to connect to the clock every round
             answer = self.dns_answer()
             declared = self.declared_up()
             seen = (served, answer, sorted(declared))
             if (all(served[r.name] == r.name for r in self.regions) and answer is not None
-                    and set(answer) == set(self.gateway_hosts()) and declared >= set(self.gateway_hosts())):
+                    and set(answer) == set(self.gateway_hosts()) and declared >= {*self.gateway_hosts(), CHECKER_HOST}):
                 return
             time.sleep(0.1)
         raise RuntimeError(f"foreign federation not steady within {timeout} s: (served-by, DNS answer, "
@@ -339,6 +352,8 @@ class ForeignFederation:
                 self._pdns.wait(5)
         for pid in processes_under(self.root):  # anything still naming our files
             kill_tree(pid)
+        if self.clock is not None:
+            self.clock.stop()
 
     def _log_tail(self, lines: int = 15) -> str:
         try:
@@ -347,9 +362,9 @@ class ForeignFederation:
             return f"(no log: {exc})"
 
     # -- observing ----------------------------------------------------------------------------
-    def dns_answer(self, timeout: float = 0.5) -> tuple[str, ...] | None:
-        """The A addresses PowerDNS answers for the service name now (None: no answer in time)."""
-        query = dns.message.make_query(FQDN, dns.rdatatype.A)
+    def dns_answer(self, name: str = FQDN, timeout: float = 0.5) -> tuple[str, ...] | None:
+        """The A addresses PowerDNS answers for *name* now (None: no answer in time)."""
+        query = dns.message.make_query(name, dns.rdatatype.A)
         try:
             response = dns.query.udp(query, DNS_HOST, port=self.dns_port, timeout=timeout)
         except (dns.exception.DNSException, OSError):
