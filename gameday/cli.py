@@ -5,23 +5,38 @@
 ``gameday restore``  revert every fault a killed runner left in the ledger.
 ``gameday down``     stop every federation still running under the reports directory.
 ``gameday init``     scaffold game days in your own project.
+
+``gameday drill`` runs pytest as its child and waits for it, however long the revert
+takes: Ctrl-C (which the terminal sends to both) and SIGTERM reach pytest, which reverts
+and stops; a second Ctrl-C shows what is still being reverted. If ``gameday drill`` is
+killed, pytest gets SIGTERM and still reverts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
-from gameday import __version__
+from gameday import __version__, settings
 from gameday.errors import GamedayError
+from gameday.interrupts import ACK_ENV, ledger_pending, signal_name
+from gameday.procs import RUN_DIR_ENV, run_token, spawn
 
 DEFAULT_REPORTS = Path("reports")
+
+ACK_GRACE = 1.0
+"""Seconds pytest has to acknowledge a signal that reached the wrapper before the
+wrapper forwards it (a signal to the whole process group reaches pytest by itself)."""
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
@@ -84,23 +99,163 @@ def _project_config(start: Path) -> Path | None:
 
 
 def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
-    test = _headline_test()
+    nodeid = args.test or f"{_headline_test()}::test_random_gateway_outage"
     reports = Path(args.reports).resolve()
-    argv = [sys.executable, "-m", "pytest", f"{test}::test_random_gateway_outage", "-p", "no:cacheprovider",
-            "-p", "no:locust", f"--gameday-reports={reports}", f"--junitxml={reports / 'junit-drill.xml'}",
-            f"--alluredir={reports / 'allure-results'}", "-o", "console_output_style=classic"]
+    # One directory per `gameday drill`: two drills from one checkout never share output.
+    run_dir = reports / "runs" / f"{run_token()}-drill"
+    try:
+        run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise GamedayError(f"cannot create the run directory {run_dir} (--reports {args.reports}): {exc}") from exc
+    junit, allure = run_dir / "junit.xml", run_dir / "allure-results"
+    argv = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider",
+            "-p", "no:locust", f"--gameday-reports={reports}", f"--junitxml={junit}",
+            f"--alluredir={allure}", "-o", "console_output_style=classic"]
     if args.seed is not None:
         argv.append(f"--gameday-seed={args.seed}")
     if args.topology:
         argv.append(f"--gameday-topology={Path(args.topology).resolve()}")
-    if args.rounds:
+    if args.rounds is not None:
         argv.append(f"--gameday-rounds={args.rounds}")
     config = _project_config(Path.cwd())
     if config is not None:  # the project's configuration (its gameday options, markers) applies
         argv += ["-c", str(config), f"--rootdir={config.parent}"]
     argv += extra
     print("running:", " ".join(argv[2:]), flush=True)
-    return subprocess.call(argv)
+    print(f"run directory: {run_dir}", flush=True)
+    env = {**os.environ, RUN_DIR_ENV: str(run_dir), ACK_ENV: str(run_dir / "signals.log")}
+    rc = _Supervisor(argv, env, reports / ".gameday" / "ledger.json", run_dir / "signals.log").run()
+    print(f"JUnit: {junit}\nAllure results: {allure}  (figures, timelines and run.json: {run_dir})", flush=True)
+    return rc
+
+
+@dataclass
+class _Ack:
+    sig: int
+    t: float
+    used: bool = False
+
+
+class _Supervisor:
+    """Runs pytest as a child, relays signals to it exactly once, and waits for it.
+
+    A signal to the whole process group (the terminal's Ctrl-C, ``kill -TERM -PGID``)
+    reaches pytest by itself; one sent to this process alone does not. pytest appends
+    each signal it receives to *ack_path* (:data:`gameday.interrupts.ACK_ENV`); a signal
+    pytest did not acknowledge within :data:`ACK_GRACE` is forwarded.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], ledger: Path, ack_path: Path) -> None:
+        self.argv, self.env = argv, env
+        self.ledger = ledger
+        self.ack_path = ack_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.received: list[tuple[int, float]] = []
+        """Signals not yet matched to an acknowledgement or forwarded."""
+        self.acks: list[_Ack] = []
+        self._ack_offset = 0
+        self.forwarded: dict[int, float] = {}
+        """Signal -> when it was last forwarded (its own acknowledgement is not a match)."""
+        self.expect: dict[int, int] = {}
+        self.count = 0
+        self.first: int | None = None
+        self.in_effect: list[str] = []
+        """Ledger entries of pytest's when the first signal came."""
+
+    def run(self) -> int:
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            # SIGTERM if this process dies, so pytest still reverts (e.g. `kill -9` of the wrapper).
+            self.proc = spawn(self.argv, death_signal=signal.SIGTERM, env=self.env)
+            while True:
+                try:
+                    rc = self.proc.wait(0.05)
+                    break
+                except subprocess.TimeoutExpired:
+                    self._relay()
+        finally:
+            for sig, prev in previous.items():
+                signal.signal(sig, prev)
+        if self.first is not None:
+            self._report_exit(rc)
+        return rc if rc >= 0 else 128 - rc
+
+    def _say(self, line: str) -> None:
+        # os.write, not print: this also runs in the signal handler, which may have
+        # interrupted a print (a buffered stream cannot be re-entered).
+        with contextlib.suppress(OSError):
+            os.write(2, (line + "\n").encode(errors="replace"))
+
+    def _pending(self) -> list[str]:
+        return ledger_pending(self.ledger, self.proc.pid) if self.proc is not None else []
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        self.received.append((signum, time.monotonic()))
+        pid = self.proc.pid if self.proc is not None else "?"
+        if self.first is None:
+            self.first = signum
+            self.in_effect = self._pending()
+            self._say(f"gameday: {signal_name(signum)}: pytest (pid {pid}) reverts every fault and stops the "
+                      "run; waiting for it, however long it takes (Ctrl-C again shows what is left)")
+            return
+        pending = self._pending()
+        self._say(f"gameday: {signal_name(signum)} again: still reverting: "
+                  + (", ".join(pending) + f" (in the ledger {self.ledger})" if pending else
+                     "nothing left in the ledger; pytest is finishing (the steady-state check after the revert, "
+                     "then stopping the load and the federation)")
+                  + f"; waiting for pytest (pid {pid})")
+
+    def _read_acks(self) -> None:
+        try:
+            with self.ack_path.open("rb") as fh:
+                fh.seek(self._ack_offset)
+                data = fh.read()
+        except OSError:
+            return
+        end = data.rfind(b"\n") + 1
+        self._ack_offset += end
+        for line in data[:end].splitlines():
+            try:
+                sig_s, t_s = line.split()
+                ack = _Ack(int(sig_s), float(t_s))
+            except ValueError:
+                continue
+            if self.expect.get(ack.sig, 0) and ack.t >= self.forwarded.get(ack.sig, 0.0):
+                self.expect[ack.sig] -= 1  # the acknowledgement of a signal we forwarded
+                ack.used = True
+            self.acks.append(ack)
+
+    def _relay(self) -> None:
+        if self.proc is None:
+            return
+        self._read_acks()
+        now = time.monotonic()
+        for event in list(self.received):
+            sig, t = event
+            match = next((a for a in self.acks if not a.used and a.sig == sig and abs(a.t - t) <= ACK_GRACE), None)
+            if match is not None:  # it reached pytest too (sent to the process group)
+                match.used = True
+                self.received.remove(event)
+            elif now - t > ACK_GRACE:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, sig)
+                self.forwarded[sig] = time.monotonic()
+                self.expect[sig] = self.expect.get(sig, 0) + 1
+                self.received.remove(event)
+
+    def _report_exit(self, rc: int) -> None:
+        assert self.first is not None
+        left = self._pending()
+        reverted = [w for w in self.in_effect if w not in left]
+        how = f"exited with code {rc}" if rc >= 0 else f"was killed by {signal.Signals(-rc).name}"
+        self._say(f"gameday: pytest {how} after {signal_name(self.first)}; reverted: "
+                  + (", ".join(reverted) if reverted else "nothing was pending in the ledger when it came"))
+        if left:
+            self._say(f"gameday: still in the ledger: {', '.join(left)}: run `gameday restore "
+                      f"--reports {self.ledger.parent.parent}`")
+        else:
+            self._say(f"gameday: ledger: nothing pending from this run ({self.ledger})")
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
@@ -130,6 +285,17 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seconds(raw: str) -> float:
+    """``gameday up --seconds``: a finite, non-negative number of seconds (at most a day)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 86400:  # also false for NaN
+        raise argparse.ArgumentTypeError(f"got {raw[:80]!r}, expected a number of seconds >= 0 and <= 86400")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gameday`` console command."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -138,17 +304,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"gameday {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="bring the local federation up and show its status")
-    up.add_argument("--topology", help="topology YAML (default: clusters/local.yaml)")
+    up.add_argument("--topology", type=settings.cli_type("topology"),
+                    help="topology YAML (default: clusters/local.yaml)")
     up.add_argument("--workdir", help="where logs and state go (default: reports/.gameday/up)")
-    up.add_argument("--seconds", type=float, help="stop after this many seconds instead of waiting for Ctrl-C")
+    up.add_argument("--seconds", type=_seconds, help="stop after this many seconds instead of waiting for Ctrl-C")
     up.set_defaults(fn=_cmd_up)
     dr = sub.add_parser("drill", help="run the headline random-gateway drill under load and print verdicts",
                         description="Runs suites/gameday/test_gateway_outage.py through pytest on the "
                         "default local target. Extra arguments are passed to pytest.")
-    dr.add_argument("--seed", type=int, help="seed for the region pick (default: random, printed)")
-    dr.add_argument("--topology", help="topology YAML (default: clusters/local.yaml)")
-    dr.add_argument("--rounds", type=int, help="repeat the drill N times with seeded picks")
-    dr.add_argument("--reports", default="reports", help="where run data goes (default: reports)")
+    dr.add_argument("--seed", type=settings.cli_type("seed"),
+                    help="seed for the region pick (default: random, printed)")
+    dr.add_argument("--topology", type=settings.cli_type("topology"),
+                    help="topology YAML (default: clusters/local.yaml)")
+    dr.add_argument("--rounds", type=settings.cli_type("rounds"), help="repeat the drill N times with seeded picks")
+    dr.add_argument("--reports", default="reports", type=settings.cli_type("reports"),
+                    help="where run data goes (default: reports)")
+    dr.add_argument("--test", help="run this pytest node id (a drill of your own) instead of the headline "
+                    "drill, from the current directory")
     dr.set_defaults(fn=_cmd_drill)
     rs = sub.add_parser("restore", help="revert every fault a killed runner left in the ledger",
                         description="Reverts what the ledger holds, checks health, stops orphaned "

@@ -162,6 +162,11 @@ class Drill:
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = check_fault(kind, region, params, self.region_names)
+        plan_fault = getattr(self.target, "plan_fault", None)  # optional (local, external)
+        if callable(plan_fault):
+            # The target refuses a fault it cannot do (an external profile without it) now,
+            # before the ledger records an injection that would never happen.
+            plan_fault(kind, region, dict(params))
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
@@ -213,9 +218,7 @@ class Drill:
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
-                # Capacities are all known or not used: a partial map would judge N-1 on a guess.
-                capacity={r.name: r.capacity for r in self._regions if r.capacity is not None}
-                if all(r.capacity is not None for r in self._regions) else {}, offered=self.offered,
+                capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
                 cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),

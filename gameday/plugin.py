@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gameday import session as gsession
 from gameday.errors import ConfigError
-from gameday.settings import OPTIONS, SLO, OptionSpec, Settings, resolve
+from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
 # plugin, so shipped rule checks can be selected into a team's own test modules.
@@ -56,11 +57,25 @@ def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
     ini = config.getini(opt.dest)
     # An unset ini is None (our default) or [] (line lists); a key present but empty is "".
     if ini is not None and ini != []:
+        if isinstance(opt.kind, ExistingFile | WritableDirectory) and isinstance(ini, str) and ini \
+                and config.inipath is not None and not Path(ini).is_absolute():
+            # A path in the ini file means the same from any directory pytest runs in:
+            # relative to the ini file, as pytest's own `paths` ini values are.
+            return str(config.inipath.parent / ini), f"ini {opt.dest}"
         return ini, f"ini {opt.dest}"
     env = os.environ.get(opt.env)
     if env is not None:
         return env, f"environment {opt.env}"
     return None, "default"
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> Generator[None, None, None]:
+    # Before pytest's capture starts (in this same hook): keep a copy of stderr so that
+    # "still reverting" reaches the user while a test's output is being captured.
+    gsession.keep_stderr()
+    return (yield)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -87,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = gsession.SessionState(settings)
     gsession.prepare(config, state)
     config.stash[STATE_KEY] = state
-    gsession.install_sigterm_handler(state)
+    gsession.install_signal_handlers(config, state)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -99,14 +114,15 @@ def pytest_configure_node(node: Any) -> None:  # pytest-xdist hook (only called 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is not None:
-        gsession.uninstall_sigterm_handler(state)
+        gsession.uninstall_signal_handlers(state)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SETTINGS_KEY]
-    topo = s.topology or "clusters/local.yaml (default)"
+    where = f"profile={s.profile}" if s.target == "external" else \
+        f"topology={s.topology or 'clusters/local.yaml (default)'}"
     how = "given" if s.seed_was_given else "random; reproduce with"
-    return [f"gameday: target={s.target} topology={topo} seed={s.seed} ({how} --gameday-seed={s.seed}) "
+    return [f"gameday: target={s.target} {where} seed={s.seed} ({how} --gameday-seed={s.seed}) "
             f"rounds={s.rounds}"]
 
 

@@ -8,25 +8,28 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import json
 import logging
+import os
 import re
-import signal
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
+from types import FunctionType
+from typing import Any, cast
 
 import pytest
 
 from gameday.drill import Drill
 from gameday.errors import ConfigError, GamedayError
 from gameday.faults import Ledger
+from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
+from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
 from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
@@ -42,6 +45,17 @@ RESULTS_KEY = pytest.StashKey[list[DrillResult]]()
 """The test's drill results, in the order of its DRILLS_KEY summaries (their verdicts are
 asserted after the summaries are written: they are folded in when the test's call ends)."""
 
+@dataclass
+class FaultRecord:
+    """A fault this process injected, as the interruption summary reports it."""
+
+    what: str
+    t_fault: float
+    t_revert: float | None
+    t_done: float
+    """When its fault block ended (revert and steady-state wait done): until then a signal
+    finds it in effect, even once the revert call itself has returned."""
+
 
 @dataclass
 class SessionState:
@@ -55,12 +69,20 @@ class SessionState:
     run_dir: Path = Path("reports")
     drills: list[dict[str, Any]] = field(default_factory=list)
     conformance: list[dict[str, Any]] = field(default_factory=list)
-    previous_sigterm: Any = None
     started: float = field(default_factory=time.time)
+    interrupts: Interrupts = INTERRUPTS
+    faults: list[FaultRecord] = field(default_factory=list)
+    """Every fault injected in this process, reverted or not (the interruption summary)."""
+    swept: list[str] = field(default_factory=list)
+    """Faults the session itself reverted at teardown (a drill interrupted mid-injection)."""
 
     @property
     def ledger(self) -> Ledger:
         return Ledger(self.settings.reports / ".gameday" / "ledger.json")
+
+    @property
+    def procs(self) -> ProcRegistry:
+        return ProcRegistry(self.settings.reports / ".gameday" / "procs")
 
 
 def with_seed(settings: Settings, seed: int) -> Settings:
@@ -85,26 +107,81 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None and "gameday_run_dir" in worker_input:
         state.run_dir = Path(worker_input["gameday_run_dir"])
+    elif os.environ.get(RUN_DIR_ENV):
+        state.run_dir = Path(os.environ[RUN_DIR_ENV])
     else:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        state.run_dir = state.settings.reports / "runs" / f"{stamp}-seed{state.settings.seed}"
+        stamp, pid, rand = run_token().rsplit("-", 2)
+        state.run_dir = state.settings.reports / "runs" / f"{stamp}-seed{state.settings.seed}-{pid}-{rand}"
 
 
-# -- signals: SIGTERM restores like Ctrl-C ---------------------------------------------------------
-def install_sigterm_handler(state: SessionState) -> None:
-    """Turn SIGTERM into KeyboardInterrupt so every ``finally`` (fault reverts) runs."""
+# -- signals: SIGTERM restores like Ctrl-C, and nothing interrupts a revert ------------------------
+def install_signal_handlers(config: pytest.Config, state: SessionState) -> None:
+    """SIGINT and SIGTERM: the first reverts and stops, later ones report (:mod:`gameday.interrupts`)."""
+    ack = None
+    if getattr(config, "workerinput", None) is None:
+        # Only the process `gameday drill` started acknowledges; its children (xdist
+        # workers, components, locust) must not inherit the file.
+        ack = os.environ.pop(ACK_ENV, None)
+    state.interrupts.describe = lambda: describe_pending(state)
+    state.interrupts.install(ack_path=Path(ack) if ack else None)
 
-    def _on_term(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
 
-    with contextlib.suppress(ValueError):  # not the main thread: leave signals alone
-        state.previous_sigterm = signal.signal(signal.SIGTERM, _on_term)
+def keep_stderr() -> None:
+    """Give the interrupt messages a copy of the real stderr (call before capture starts)."""
+    if INTERRUPTS.err_fd is None:
+        with contextlib.suppress(OSError):
+            INTERRUPTS.err_fd = os.dup(2)
 
 
-def uninstall_sigterm_handler(state: SessionState) -> None:
-    if state.previous_sigterm is not None:
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, state.previous_sigterm)
+def uninstall_signal_handlers(state: SessionState) -> None:
+    state.interrupts.uninstall()
+
+
+def describe_pending(state: SessionState) -> str:
+    """What is still being reverted or stopped, for the "still reverting" line. Reads the
+    ledger without its lock: this runs in a signal handler, which must never wait."""
+    busy = state.interrupts.busy_with()
+    pending = ledger_pending(state.ledger.path, os.getpid())
+    parts = []
+    if pending:
+        parts.append(", ".join(pending) + " (in the ledger, not reverted yet)")
+    parts += busy
+    return "; ".join(parts) or "nothing left to revert; finishing the run"
+
+
+class _ShieldedTarget:
+    """The drill's view of the target: injecting and reverting are not interrupted.
+
+    An injection always completes (then the signal is raised); a revert is shielded
+    from the call until the drill's fault block has recorded its result
+    (:func:`drill`'s ``on_result``), so the steady-state wait after it and the ledger
+    update complete too. Everything else is the target's own.
+    """
+
+    def __init__(self, target: Target, interrupts: Interrupts) -> None:
+        self._target = target
+        self._interrupts = interrupts
+        # The target's methods and name as real attributes, not only through __getattr__:
+        # isinstance() against a runtime-checkable protocol (an optional capability such as
+        # liveness) looks attributes up statically from Python 3.12 on.
+        for attr, static in inspect.getmembers_static(type(target)):
+            if attr.startswith("_") or attr in ("inject", "revert"):
+                continue
+            if attr == "name" or isinstance(static, (FunctionType, staticmethod, classmethod)):
+                setattr(self, attr, getattr(target, attr))
+
+    def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        with self._interrupts.shielded(f"injecting {kind} {region or ''}".strip()):
+            self._target.inject(kind, region, params)
+
+    def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        what = f"{kind} {region or ''}".strip()
+        self._interrupts.hold("revert", f"reverting {what}")
+        self._target.revert(kind, region, params)
+        self._interrupts.hold("revert", f"{what} reverted, waiting for the federation's steady state")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target, name)
 
 
 # -- targets ---------------------------------------------------------------------------------------------
@@ -124,7 +201,8 @@ def make_target(state: SessionState, workdir: Path) -> Target:
             from gameday.targets.external import ExternalTarget  # noqa: PLC0415
 
             assert state.profile is not None  # prepare() loaded it
-            return ExternalTarget(state.profile, workdir)
+            # Its command log goes beside the run's figures: it is part of the report.
+            return ExternalTarget(state.profile, state.run_dir)
         if name == "kind":
             from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
 
@@ -141,14 +219,37 @@ def make_target(state: SessionState, workdir: Path) -> Target:
 @contextmanager
 def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
-    workdir = state.settings.reports / ".gameday" / "federations" / f"{worker}-{int(time.time())}"
+    workdir = state.settings.reports / ".gameday" / "federations" / f"{worker}-{run_token()}"
     target = make_target(state, workdir)
     try:
         target.up()
         target.deploy()
         yield target
     finally:
-        target.down()
+        with state.interrupts.shielded(f"stopping the {target.name} federation"):
+            try:
+                revert_own_leftovers(state, target)
+            finally:
+                target.down()
+
+
+def revert_own_leftovers(state: SessionState, target: Target) -> None:
+    """Revert what this process left in the ledger for *target* (a drill interrupted
+    while injecting never reached its revert), before the target is torn down."""
+    ref = target.ref()
+    for entry in state.ledger.pending():
+        if entry.runner_pid != os.getpid() or entry.target_ref != ref:
+            continue
+        what = f"{entry.kind} {entry.region or ''}".strip()
+        try:
+            target.revert(entry.kind, entry.region, dict(entry.params))
+            target.check_health(timeout=30)
+        except GamedayError as exc:
+            # Not raised: the target must still be torn down; the entry stays for `gameday restore`.
+            log.warning("could not revert %s left by its drill: %s; run `gameday restore`", what, exc)
+            continue
+        state.ledger.remove(entry.id)
+        state.swept.append(what)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,12 +284,14 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
         workdir=state.run_dir / "load" / _safe(node.nodeid),
         locustfile=s.locustfile,
         workers=s.workers,
+        registry=state.procs,
     )
-    runner.start()
     try:
+        runner.start()  # inside the try: a signal while locust starts must still stop it
         yield runner
     finally:
-        runner.stop()
+        with state.interrupts.shielded("stopping the load generator"):
+            runner.stop()
 
 
 def _safe(nodeid: str) -> str:
@@ -231,17 +334,24 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
     node.stash[RESULTS_KEY] = results
 
     def on_result(res: DrillResult) -> None:
-        results.append(res)
-        summaries.append(_record_result(config, state, node, res, runner=runner, index=len(summaries)))
+        # Called as each fault's block ends, still inside the test, so that Allure
+        # attaches the figures to the test itself rather than to a fixture teardown.
+        try:
+            results.append(res)
+            w = res.fault
+            state.faults.append(FaultRecord(f"{w.kind} {w.region or ''}".strip(), w.t_fault, w.t_revert,
+                                            time.monotonic()))
+            summaries.append(_record_result(config, state, node, res, runner=runner, index=len(summaries)))
+        finally:
+            state.interrupts.release("revert")  # the fault block is done: a deferred signal may stop us now
 
+    shielded = cast(Target, _ShieldedTarget(target, state.interrupts))  # duck-typed: delegates the rest
     d = Drill(
-        target, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
+        shielded, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         # An external target knows its TTL from its profile or its DNS server's answers.
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        # Called as each fault's block ends, still inside the test, so that Allure
-        # attaches the figures to the test itself rather than to a fixture teardown.
         on_result=on_result,
     )
     yield d
@@ -327,7 +437,40 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         tr.write_sep("=", "gameday conformance summary")
         for line in table.render_conformance(rules):
             tr.write_line(line)
+    if state.interrupts.first is not None:
+        tr.write_sep("=", "gameday: interrupted")
+        for line in interruption_summary(state):
+            tr.write_line(line)
     write_run_file(tr.config, state)
+
+
+def interruption_summary(state: SessionState) -> list[str]:
+    """What a signal interrupted and what was reverted (the same for Ctrl-C and SIGTERM)."""
+    it = state.interrupts
+    assert it.first is not None
+    assert it.first_at is not None
+    at = it.first_at
+    lines = [f"{signal_name(it.first)} received; {it.count} signal(s) in all"]
+    hit = [f for f in state.faults if f.t_fault <= at <= f.t_done]
+    for f in hit:
+        if f.t_revert is None:
+            lines.append(f"NOT reverted: {f.what}")
+        elif f.t_revert >= at:
+            lines.append(f"reverted: {f.what} ({f.t_revert - at:.2f} s after the signal, "
+                         f"{f.t_revert - f.t_fault:.1f} s after it was injected)")
+        else:
+            lines.append(f"reverted: {f.what} (the revert was under way when the signal came; it was finished, "
+                         f"steady state included, before stopping)")
+    lines += [f"reverted at teardown: {w} (its drill did not get to revert it)" for w in state.swept]
+    if not hit and not state.swept:
+        lines.append("no fault was in effect: nothing to revert")
+    pending = ledger_pending(state.ledger.path, os.getpid())
+    if pending:
+        lines.append(f"still in the ledger: {', '.join(pending)}: run `gameday restore "
+                     f"--reports {state.settings.reports}`")
+    else:
+        lines.append(f"ledger: nothing pending from this run ({state.ledger.path})")
+    return lines
 
 
 def write_run_file(config: pytest.Config, state: SessionState) -> None:
@@ -336,6 +479,8 @@ def write_run_file(config: pytest.Config, state: SessionState) -> None:
     data = {
         "seed": state.settings.seed, "target": state.settings.target,
         "topology": str(state.settings.topology or "clusters/local.yaml"),
+        "profile": str(state.profile.path) if state.profile is not None else None,
+        "profile_sha256": state.profile.sha256 if state.profile is not None else None,
         "started": state.started, "finished": time.time(), "argv": sys.argv,
         "drills": state.drills, "conformance": state.conformance,
     }

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 from gameday.errors import GamedayError
 from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
 from gameday.fedapp.federation import LocalFederation, pid_alive
+from gameday.procs import stop_orphaned
 from gameday.statefile import CorruptFile, quarantine
 from gameday.targets.base import Target
 
@@ -210,13 +211,17 @@ def _federation_dirs(reports: Path) -> Iterable[Path]:
 
 
 def stop_leftover_federations(reports: Path, *, only_orphans: bool, out: TextIO, force: bool = False) -> int:
-    """Stop federations under *reports* that still run (only those whose runner died, if asked).
+    """Stop federations under *reports* that still run (only those whose runner died, if asked),
+    and the other processes dead runners registered there (locust).
 
     A federation that holds an unreverted fault is not stopped by ``gameday down``
     (``only_orphans=False``) unless *force*: stopping it would lose the chance to revert
     and check it; with *force* its entries are cleared, since the fault dies with it.
     """
     stopped = 0
+    # Load generators (locust) a dead runner registered, first: they only add noise. Only
+    # dead runners', even for `down`: a live runner stops its own load (and it dies with it).
+    stop_orphaned(reports.absolute() / ".gameday" / "procs", only_orphans=True, out=out)
     held = {} if only_orphans else held_faults(reports)
     for workdir in _federation_dirs(reports):
         state = workdir / "state.json"
@@ -231,7 +236,7 @@ def stop_leftover_federations(reports: Path, *, only_orphans: bool, out: TextIO,
             continue
         if not fed.any_running():
             continue
-        if only_orphans and fed.owner_pid and pid_alive(fed.owner_pid):
+        if only_orphans and fed.owner_pid and pid_alive(fed.owner_pid, fed.owner_starttime):
             continue
         faults = held.get(workdir.resolve(), [])
         if faults and not force:

@@ -7,8 +7,11 @@
         print(fed.status_table())
 
 Every component is its own OS process (see :mod:`gameday.fedapp.launcher`), in its own
-session, so terminal signals reach only the harness, and a killed harness leaves a
-federation that :meth:`LocalFederation.attach` can pick up again from ``state.json``.
+session, so terminal signals reach only the harness, which decides when they stop. The
+processes die with the process that started the federation, even under ``kill -9``
+(:mod:`gameday.procs`): nothing outlives its runner. ``state.json`` records every pid
+(with its start time), so :meth:`LocalFederation.attach` finds whatever is left where the
+OS cannot tie a child to its parent.
 
 Fault hooks come in exact pairs (:meth:`stop_component`/:meth:`start_component`,
 :meth:`pause`/:meth:`resume`, :meth:`set_broadcast_delay` with the previous value,
@@ -22,7 +25,6 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,8 +38,10 @@ import httpx
 from gameday.errors import ComponentFailed, FaultError, GamedayError, TargetError
 from gameday.fedapp.launcher import LauncherClient
 from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
-from gameday.fedapp.plan import plan_federation
+from gameday.fedapp.plan import plan_federation, release_ports
 from gameday.fedapp.spec import Endpoint, FederationSpec
+from gameday.interrupts import INTERRUPTS
+from gameday.procs import pid_alive, spawn, starttime
 from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.topology import Topology
 
@@ -60,25 +64,6 @@ class Component:
     paused: bool = False
 
 
-def _proc_stat(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; it is inside the last parentheses.
-    return [raw[: raw.index("(")].strip(), "comm", *raw[raw.rindex(")") + 2 :].split()]
-
-
-def pid_alive(pid: int, starttime: int | None = None) -> bool:
-    """True if *pid* runs (not a zombie) and, when given, started at *starttime*."""
-    st = _proc_stat(pid)
-    if st is None:
-        return False
-    if st[2] in ("Z", "X"):
-        return False
-    return starttime is None or int(st[21]) == starttime
-
-
 def _state_field(state: dict[str, Any], name: str, kind: type[Any]) -> Any:
     if name not in state:
         raise KeyError(f"missing {name!r}")
@@ -97,7 +82,9 @@ def _optional_int(value: object, where: str) -> int | None:
 def _restore_state(fed: LocalFederation, state: dict[str, Any]) -> None:
     """Fill *fed* from a ``state.json`` object; raises ValueError/TypeError/KeyError naming the field."""
     fed.launcher_pid = _optional_int(state.get("launcher_pid"), "launcher_pid")
+    fed.launcher_starttime = _optional_int(state.get("launcher_starttime"), "launcher_starttime")
     fed.owner_pid = _state_field(state, "owner_pid", int)
+    fed.owner_starttime = _optional_int(state.get("owner_starttime"), "owner_starttime")
     for name, c in _state_field(state, "components", dict).items():
         if name not in fed.components:
             raise ValueError(f"components: {name!r} is not a component of this federation"[:120])
@@ -110,8 +97,10 @@ def _restore_state(fed: LocalFederation, state: dict[str, Any]) -> None:
 
 
 def _starttime(pid: int) -> int | None:
-    st = _proc_stat(pid)
-    return int(st[21]) if st else None
+    return starttime(pid)
+
+
+__all__ = ["Component", "LocalFederation", "pid_alive"]
 
 
 class LocalFederation:
@@ -124,8 +113,10 @@ class LocalFederation:
         self.spec_path = self.workdir / "spec.json"
         self.components: dict[str, Component] = {}
         self.launcher_pid: int | None = None
+        self.launcher_starttime: int | None = None
         self.owner_pid = os.getpid()
         """The process that started the federation (a dead owner means it was orphaned)."""
+        self.owner_starttime = starttime(self.owner_pid)
         # Unix socket paths are limited to 108 bytes; work dirs (pytest tmp dirs) can be longer.
         self.launcher_sock = Path(tempfile.gettempdir()) / f"gameday-{spec.run_id}.sock"
         self._http = httpx.Client(timeout=1.0, trust_env=False)
@@ -178,10 +169,22 @@ class LocalFederation:
             "run_id": self.spec.run_id,
             "spec": str(self.spec_path),
             "launcher_pid": self.launcher_pid,
+            "launcher_starttime": self.launcher_starttime,
             "owner_pid": self.owner_pid,
+            "owner_starttime": self.owner_starttime,
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
         write_json_atomic(self.workdir / STATE_FILE, state)
+
+    @property
+    def owned(self) -> bool:
+        """True in the process that started the federation: only there do new processes die
+        with their starter. ``gameday restore --keep`` restarts a component that must
+        outlive the restore command."""
+        return self.owner_pid == os.getpid()
+
+    def _death_signal(self, sig: int) -> int | None:
+        return sig if self.owned else None
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -216,14 +219,17 @@ class LocalFederation:
         self.stop()
 
     def _start_launcher(self) -> None:
-        out = (self.logdir / "launcher.log").open("ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gameday.fedapp.launcher", "--socket", str(self.launcher_sock)],
-            stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
-        )
-        out.close()
-        self.launcher_pid = proc.pid
-        self._save_state()
+        with (self.logdir / "launcher.log").open("ab") as out, INTERRUPTS.shielded("starting the launcher"):
+            # SIGTERM, not SIGKILL: the launcher then stops the components it forked, which
+            # matters where they cannot be tied to it (elsewhere they get SIGKILL as it exits).
+            proc = spawn(
+                [sys.executable, "-m", "gameday.fedapp.launcher", "--socket", str(self.launcher_sock)],
+                death_signal=self._death_signal(signal.SIGTERM),
+                stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
+            )
+            self.launcher_pid = proc.pid
+            self.launcher_starttime = starttime(proc.pid)
+            self._save_state()
         client = LauncherClient(self.launcher_sock)
         deadline = time.monotonic() + 20
         while not client.alive():
@@ -235,9 +241,10 @@ class LocalFederation:
         logfile = self.logdir / f"{c.name}.log"
         if c.role == "nats":
             with logfile.open("ab") as out:
-                proc = subprocess.Popen(
+                proc = spawn(
                     nats_server_argv("127.0.0.1", self.spec.nats_port, self.workdir / "jetstream"),
-                    stdout=out, stderr=out, start_new_session=True,
+                    death_signal=self._death_signal(signal.SIGKILL),
+                    stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
                 )
             return proc.pid
         client = LauncherClient(self.launcher_sock)
@@ -255,7 +262,8 @@ class LocalFederation:
         if c.instance:
             argv += ["--instance", c.instance]
         with logfile.open("ab") as out:
-            proc = subprocess.Popen(argv, stdout=out, stderr=out, start_new_session=True)
+            proc = spawn(argv, death_signal=self._death_signal(signal.SIGKILL), stdout=out, stderr=out,
+                         start_new_session=True, cwd=self.workdir)
         return proc.pid
 
     def start_component(self, name: str, wait: bool = True, timeout: float = 15.0) -> None:
@@ -263,10 +271,11 @@ class LocalFederation:
         c = self.components[name]
         if c.pid is not None and pid_alive(c.pid, c.starttime):
             return
-        c.pid = self._spawn(c)
-        c.starttime = _starttime(c.pid)
-        c.paused = False
-        self._save_state()
+        with INTERRUPTS.shielded(f"starting {name}"):  # a started process is always recorded
+            c.pid = self._spawn(c)
+            c.starttime = _starttime(c.pid)
+            c.paused = False
+            self._save_state()
         if wait:
             ep = self.listen_endpoint(name)
             wait_for_port(ep.host, ep.port, timeout, name, log=self.logdir / f"{name}.log")
@@ -312,7 +321,7 @@ class LocalFederation:
     def any_running(self) -> bool:
         """True if any component (or the launcher) still runs."""
         return any(self.is_running(n) for n in self.components) or (
-            self.launcher_pid is not None and pid_alive(self.launcher_pid))
+            self.launcher_pid is not None and pid_alive(self.launcher_pid, self.launcher_starttime))
 
     def is_running(self, name: str) -> bool:
         c = self.components[name]
@@ -335,13 +344,24 @@ class LocalFederation:
                 time.sleep(0.01)
             self.components[name].pid = None
         if self.launcher_pid is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.launcher_pid, signal.SIGTERM)
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(self.launcher_pid, 0)
+            if pid_alive(self.launcher_pid, self.launcher_starttime):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.launcher_pid, signal.SIGTERM)
+            if self.owned:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(self.launcher_pid, 0)
+            else:  # not our child: wait for it to go (it stops what it forked first)
+                deadline = time.monotonic() + 10
+                while pid_alive(self.launcher_pid, self.launcher_starttime) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                if pid_alive(self.launcher_pid, self.launcher_starttime):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.launcher_pid, signal.SIGKILL)
             self.launcher_pid = None
         if self.workdir.exists():
             self._save_state()
+        if self.owned:
+            release_ports(self.spec)
         self._http.close()
 
     # -- addresses ---------------------------------------------------------------------

@@ -15,8 +15,14 @@ Protocol: one JSON object per line over a Unix stream socket.
 
 The launcher runs in its own session (the harness starts it with
 ``start_new_session=True``), so a Ctrl-C on the harness's terminal does not reach the
-federation: the harness decides when components stop, and a killed harness leaves a
-federation that ``gameday restore`` can still repair.
+federation: the harness decides when components stop.
+
+Lifetime: every child is told to receive SIGKILL when the launcher exits (Linux's
+``PR_SET_PDEATHSIG``; SIGKILL also ends a child a drill froze with SIGSTOP), and the
+harness starts the launcher the same way with SIGTERM, on which the launcher stops its
+children (SIGCONT, SIGTERM, SIGKILL after a grace period) before it exits. So a
+``kill -9`` of the harness takes the whole federation with it, and stopping the launcher
+stops every component it forked even where the OS has no death signal.
 """
 
 from __future__ import annotations
@@ -30,9 +36,15 @@ import selectors
 import signal
 import socket
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from gameday.procs import die_with_parent
+
+CHILD_STOP_GRACE = 3.0
+"""Seconds the launcher gives its children to exit on SIGTERM before SIGKILL."""
 
 PRELOAD = (
     "asyncio",
@@ -66,10 +78,13 @@ class _Launcher:
 
     def spawn(self, req: dict[str, Any]) -> int:
         log_path = str(req["log"])
+        launcher = os.getpid()
         pid = os.fork()
         if pid == 0:  # child
             code = 0
             try:
+                # First thing: tie the child to the launcher (exits if the launcher is already gone).
+                die_with_parent(signal.SIGKILL, launcher)
                 os.setpgid(0, 0)
                 for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
                     signal.signal(sig, signal.SIG_DFL)
@@ -94,6 +109,25 @@ class _Launcher:
                 os._exit(code)
         self.children.add(pid)
         return pid
+
+    def stop_children(self) -> None:
+        """Stop every child still running: SIGCONT (a paused one cannot act on SIGTERM),
+        SIGTERM, then SIGKILL after :data:`CHILD_STOP_GRACE` seconds."""
+        self.reap()
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + CHILD_STOP_GRACE
+        while self.children and time.monotonic() < deadline:
+            time.sleep(0.02)
+            self.reap()
+        for pid in list(self.children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        while self.children and time.monotonic() < deadline + CHILD_STOP_GRACE:
+            time.sleep(0.02)
+            self.reap()
 
     def handle(self, line: bytes) -> dict[str, Any]:
         try:
@@ -161,6 +195,7 @@ class _Launcher:
         srv.close()
         with contextlib.suppress(FileNotFoundError):
             self.sock_path.unlink()
+        self.stop_children()
 
 
 class LauncherClient:

@@ -74,7 +74,9 @@ class _Records:
 RECORDS = _Records()
 
 
-_PARENT = os.getppid()
+# The runner passes its pid: by the time this module is imported (a second or two after
+# the fork) the runner may already be dead and getppid() would name init.
+_PARENT = int(os.environ.get("GAMEDAY_RUNNER_PID") or os.getppid())
 
 
 @events.init.add_listener  # type: ignore[untyped-decorator]

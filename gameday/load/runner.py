@@ -4,6 +4,10 @@ locust is never imported here (it monkey-patches the interpreter with gevent on
 import); it runs headless in its own process - or as a master with N workers, the
 way users scale it across machines - and each process appends JSON lines that
 :meth:`LoadRunner.poll` turns into :class:`~gameday.timeline.RequestRec`.
+
+Every locust process dies with the runner, ``kill -9`` included (a death signal where
+the OS has one, :mod:`gameday.procs`), and is recorded in the run's process registry so
+``gameday restore`` and ``gameday down`` stop it anyway.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
-from gameday.fedapp.plan import free_port
+from gameday.fedapp.plan import free_port, release
+from gameday.interrupts import INTERRUPTS
+from gameday.procs import ProcRegistry, spawn
 from gameday.targets.base import LOAD_ROLE, ComponentState, Endpoints
 from gameday.timeline import RequestRec
 
@@ -41,6 +47,7 @@ class LoadRunner:
         workers: int = 0,
         max_seconds: float = 900.0,
         timeout: float = 1.0,
+        registry: ProcRegistry | None = None,
     ) -> None:
         """
         Args:
@@ -53,6 +60,8 @@ class LoadRunner:
             max_seconds: hard bound on the run (locust --run-time); the runner stops
                 earlier when :meth:`stop` is called.
             timeout: per-request timeout, seconds.
+            registry: where the locust processes are recorded (``gameday restore`` and
+                ``gameday down`` stop those whose runner died).
         """
         self.endpoints = endpoints
         self.users = users
@@ -64,6 +73,8 @@ class LoadRunner:
         self.max_seconds = max_seconds
         self.timeout = timeout
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.registry = registry
+        self._master_port: int | None = None
         self._offsets: dict[Path, int] = {}
         self.started_at: float | None = None
         self.records: list[RequestRec] = []
@@ -82,6 +93,9 @@ class LoadRunner:
             "GAMEDAY_USER_RATE": str(self.rate / self.users),
             "GAMEDAY_RECORDS": str(self.records_dir),
             "GAMEDAY_TIMEOUT": str(self.timeout),
+            # The locustfile quits when its parent changes; read at import time, its own
+            # getppid() could already be init's if the runner died while locust was starting.
+            "GAMEDAY_RUNNER_PID": str(os.getpid()),
             "PYTHONUNBUFFERED": "1",
         }
 
@@ -105,16 +119,21 @@ class LoadRunner:
         if self.workers <= 0:
             argvs = [self._argv()]
         else:
-            port = free_port()
+            port = self._master_port = free_port()
             argvs = [self._argv("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
                                 "--expect-workers", str(self.workers))]
             argvs += [[sys.executable, "-m", "locust", "-f", str(self.locustfile), "--worker",
                        "--master-host", "127.0.0.1", "--master-port", str(port)]] * self.workers
         try:
-            for argv in argvs:
-                # Own session: a Ctrl-C on the terminal reaches pytest, which stops us in order.
-                self.procs.append(subprocess.Popen(argv, stdout=log, stderr=log, env=env,
-                                                   start_new_session=True, cwd=self.workdir))
+            for i, argv in enumerate(argvs):
+                role = "locust" if self.workers <= 0 else ("locust-master" if i == 0 else "locust-worker")
+                with INTERRUPTS.shielded(f"starting {role}"):  # a started process is always recorded
+                    # Own session: a Ctrl-C on the terminal reaches pytest, which stops us in order.
+                    proc = spawn(argv, death_signal=signal.SIGKILL, stdout=log, stderr=log, env=env,
+                                 start_new_session=True, cwd=self.workdir)
+                    self.procs.append(proc)
+                    if self.registry is not None:
+                        self.registry.add(proc.pid, role, self.workdir)
         finally:
             log.close()
         self.started_at = time.monotonic()
@@ -205,7 +224,12 @@ class LoadRunner:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(5)
+            if self.registry is not None:
+                self.registry.discard(p.pid)
         self.procs.clear()
+        if self._master_port is not None:
+            release([self._master_port])
+            self._master_port = None
         if self.records_dir.exists():
             self.poll()
 

@@ -325,6 +325,12 @@ class ExternalTarget:
         """
         if params.get(_REVERTED_KEY) is True:
             return
+        if _REVERT_KEY not in params and region in (None, *(r.name for r in self.profile.regions)) \
+                and self.profile.fault(kind, region) is None:
+            # inject refuses such a fault before running anything: there is nothing to undo
+            log.info("%s %s: not a fault of %s, so never injected; nothing to revert", kind, region or "",
+                     self.loaded.path)
+            return
         fault = self._fault(kind, region) if _REVERT_KEY not in params else None
         if fault is None:
             try:

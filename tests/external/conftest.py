@@ -21,7 +21,6 @@ import yaml
 from gameday.fedapp.federation import LocalFederation
 from gameday.topology import load_topology
 
-
 _POST = ("import json, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
          "data=sys.argv[2].encode(), headers={'Content-Type': 'application/json'}), timeout=5).read()")
 """A curl-less POST of a JSON body (``python -c _POST URL BODY``): the reference app's admin hook."""

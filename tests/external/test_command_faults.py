@@ -136,9 +136,9 @@ def test_unknown_faults_and_parameters_are_refused_before_anything_runs(tmp_path
     target = make_target(tmp_path, {"gateway_down": {"inject": sh("touch ran"), "revert": sh("true")}})
     with pytest.raises(ConfigError, match=r"regions\[a\].faults has no fault 'gateway_hung' \(it has: gateway_down\)"):
         target.inject("gateway_hung", "a", {})
-    with pytest.raises(ConfigError, match="regions\\[b\\].faults has no fault 'gateway_down' \\(it has: none\\)"):
+    with pytest.raises(ConfigError, match=r"regions\[b\].faults has no fault 'gateway_down' \(it has: none\)"):
         target.inject("gateway_down", "b", {})
-    with pytest.raises(ConfigError, match="command faults take no parameters, got \\['seconds'\\]"):
+    with pytest.raises(ConfigError, match=r"command faults take no parameters, got \['seconds'\]"):
         target.inject("gateway_down", "a", {"seconds": 3})
     assert not (tmp_path / "ran").exists()
 

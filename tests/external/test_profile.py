@@ -113,7 +113,8 @@ def test_each_mistake_gives_one_clear_error(tmp_path: Path, data: dict[str, Any]
         load_profile(f)
     lines = str(info.value).splitlines()
     assert len(lines) == 1, lines
-    expected = re.sub(r"(?<=[a-z_])\.(\d+)\b", r"[\1]", message).replace("[", "[[]")  # regions.0.x is shown regions[0].x
+    # CASES write regions.0.x; messages show regions[0].x
+    expected = re.sub(r"(?<=[a-z_])\.(\d+)\b", r"[\1]", message).replace("[", "[[]")
     assert fnmatch.fnmatchcase(lines[0], f"{f}: {expected}"), lines[0]
 
 

@@ -2,8 +2,8 @@
 
 Each test starts its own federation (free ports), puts it under real locust load,
 and checks what a user relies on: verdicts and reports for a healthy federation,
-faults reverted on Ctrl-C, SIGTERM and ``kill -9`` + ``gameday restore``, and stop
-conditions that abort quickly.
+faults reverted on Ctrl-C and SIGTERM, nothing left running after ``kill -9`` (and
+``gameday restore`` clearing the ledger), and stop conditions that abort quickly.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from gameday.fedapp.federation import LocalFederation
+from gameday.procs import find_processes, pid_alive
 
 pytestmark = pytest.mark.slow
 
@@ -27,6 +29,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 
 HANG_IN_FAULT = """
 import time
+import uuid
 from pathlib import Path
 import pytest
 
@@ -106,8 +109,9 @@ def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> N
 def test_a_signal_mid_drill_restores_and_stops_everything(pytester: pytest.Pytester, sig: int) -> None:
     pytester.makeini(INI)
     pytester.makepyfile(test_hang=HANG_IN_FAULT)
+    tag = f"gd-test-{uuid.uuid4().hex}"
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "GD_TAG": tag})
     try:
         _wait_for(pytester.path / "injected", proc, 90)
         assert len(_pending(pytester.path / "reports")) == 1  # written before the injection
@@ -116,43 +120,57 @@ def test_a_signal_mid_drill_restores_and_stops_everything(pytester: pytest.Pytes
     finally:
         if proc.poll() is None:
             proc.kill()
+    text = out.decode()
     assert proc.returncode != 0
-    assert _pending(pytester.path / "reports") == [], out.decode()[-2000:]
+    assert _pending(pytester.path / "reports") == [], text[-2000:]
     for d in _federation_dirs(pytester.path / "reports"):
         assert not LocalFederation.attach(d).any_running(), f"processes left behind in {d}"
+    assert find_processes(tag) == []
+    # Ctrl-C and SIGTERM end the same way: the summary says what was reverted.
+    name = "Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM"
+    assert f"{name} received" in text, text[-2000:]
+    assert "reverted: gateway_down b (" in text, text[-2000:]
+    assert "ledger: nothing pending from this run" in text, text[-2000:]
 
 
-def test_kill_9_then_gameday_restore_leaves_everything_healthy(pytester: pytest.Pytester) -> None:
+def test_kill_9_takes_the_whole_run_with_it_and_restore_clears_the_ledger(pytester: pytest.Pytester) -> None:
+    """``kill -9`` of the runner mid-fault: every process of the run dies with it (the
+    federation, so the fault too, and locust), and ``gameday restore`` clears the entry."""
     pytester.makeini(INI)
     pytester.makepyfile(test_hang=HANG_IN_FAULT)
     reports = pytester.path / "reports"
+    tag = f"gd-test-{uuid.uuid4().hex}"  # every process of the run inherits it
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "GD_TAG": tag})
     try:
         _wait_for(pytester.path / "injected", proc, 90)
+        (fed_dir,) = _federation_dirs(reports)
+        state = json.loads((fed_dir / "state.json").read_text())
+        recorded = [(c["pid"], c["starttime"]) for c in state["components"].values() if c["pid"]]
+        recorded.append((state["launcher_pid"], state["launcher_starttime"]))
+        assert len(recorded) > 10 and find_processes(tag)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
-        (fed_dir,) = _federation_dirs(reports)
-        fed = LocalFederation.attach(fed_dir)
-        assert not fed.is_running("gateway-b")  # the fault outlived its runner
-        assert len(_pending(reports)) == 1
-
-        restored = _gameday("restore", "--keep", cwd=pytester.path)
-        assert restored.returncode == 0, restored.stdout + restored.stderr
-        # (restore names each ledger entry by its id: "gateway_down b [3e4f6456bff8]")
-        assert re.search(r"OK    gateway_down b \[\w+\]: reverted; every component healthy", restored.stdout), \
-            restored.stdout
-        assert _pending(reports) == []
-        LocalFederation.attach(fed_dir).wait_ready(30)  # every component healthy, routing to every region
-
-        again = _gameday("restore", cwd=pytester.path)  # nothing pending; stops the orphan
-        assert "is empty: nothing to restore" in again.stdout
-        assert "stopped 1 orphaned federation" in again.stdout
+        deadline = time.monotonic() + 10
+        while find_processes(tag) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert find_processes(tag) == [], "processes outlived their runner"
+        assert not [p for p, start in recorded if pid_alive(p, start)]
         assert not LocalFederation.attach(fed_dir).any_running()
+        assert len(_pending(reports)) == 1  # the entry outlived its runner; what it broke did not
+
+        restored = _gameday("restore", "--reports", str(reports), cwd=pytester.path)
+        assert restored.returncode == 0, restored.stdout + restored.stderr
+        assert "CLEAR gateway_down b" in restored.stdout, restored.stdout
+        assert "has no process left" in restored.stdout, restored.stdout
+        assert _pending(reports) == []
+        assert find_processes(tag) == []
+        again = _gameday("restore", "--reports", str(reports), cwd=pytester.path)
+        assert again.returncode == 0, again.stdout + again.stderr
     finally:
         if proc.poll() is None:
             proc.kill()
-        _gameday("down", cwd=pytester.path)
+        _gameday("down", "--force", "--reports", str(reports), cwd=pytester.path)
 
 
 def test_a_stop_condition_reverts_within_a_second_and_aborts(pytester: pytest.Pytester) -> None:

@@ -226,3 +226,17 @@ def test_an_unwritable_reports_directory_is_refused_by_its_validator(
     monkeypatch.setattr(settings.os, "access", lambda path, mode: False)
     with pytest.raises(ConfigError, match=rf"got '{tmp_path}/new', .*: {tmp_path} is not writable$"):
         settings.OPTION["reports"].parse(f"{tmp_path}/new", "command line")
+
+
+def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> None:
+    """`gameday_topology = drills/topology.yaml` (as `gameday init` writes it) means the same
+    file whichever directory pytest runs in."""
+    topo = pytester.path / "drills" / "topology.yaml"
+    topo.parent.mkdir()
+    topo.write_text((Path(settings.__file__).parent.parent / "clusters" / "local.yaml").read_text())
+    pytester.makeini("[pytest]\naddopts = -p no:locust -p no:cacheprovider\ngameday_topology = drills/topology.yaml\n")
+    sub = pytester.path / "elsewhere"
+    sub.mkdir()
+    os.chdir(sub)
+    result = pytester.runpytest_subprocess("-c", str(pytester.path / "tox.ini"), "--collect-only")
+    result.stdout.fnmatch_lines([f"gameday: target=local topology={topo} *"])

@@ -1,0 +1,165 @@
+"""The reference app driven through the ``external`` target, by a profile only.
+
+The federation is started by the test (as a team's would be, by whatever runs it); the
+pytest runs under test know it only through the profile. Each real drill takes ~20 s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gameday.fedapp.federation import LocalFederation
+from gameday.topology import load_topology
+from tests.external.conftest import reference_profile, write_profile
+
+pytestmark = pytest.mark.slow
+
+HEADLINE = Path(__file__).resolve().parents[2] / "suites" / "gameday" / "test_gateway_outage.py"
+SEED = 7
+
+
+def _marker_fault(tmp_path: Path, name: str) -> dict[str, Any]:
+    """A harmless fault that leaves marker files: ``<name>.injected`` and ``<name>.reverted``."""
+    return {"inject": {"argv": ["sh", "-c", f"echo injected >> {tmp_path / name}.injected"], "timeout": 5},
+            "revert": {"argv": ["sh", "-c", f"echo reverted >> {tmp_path / name}.reverted"], "timeout": 5}}
+
+
+def test_dry_run_prints_every_command_with_its_inverse_and_runs_none(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    data = reference_profile(reference_federation)
+    for r in data["regions"]:
+        r["faults"]["gateway_down"] = _marker_fault(tmp_path, f"gw-{r['name']}")
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    pytester_ini.makepyfile(test_dry="""
+        def test_outage(drill):
+            region = drill.pick_region()
+            with drill.fault("gateway_down", region) as fault:
+                raise AssertionError("a dry run never gets inside the block")
+    """)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
+                                               "--gameday-dry-run", f"--gameday-seed={SEED}", "-rs")
+    result.assert_outcomes(skipped=1)
+    out = result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines([  # the plan is the skip reason
+        "SKIPPED [[]1[]] test_dry.py:1: dry run of gateway_down * (seed 7, round 1): nothing was injected",
+        "  passed: capacity with * out: *",
+        "  passed: clients can move within the switchover limit: detection 3 x 0.2 s + 0.15 s probe timeout *",
+        "  3. inject gateway_down *: run `sh -c 'echo injected >> *.injected'` (timeout 5 s, in *)",
+        "  5. revert (the exact inverse): run `sh -c 'echo reverted >> *.reverted'` (timeout 5 s, in *)*",
+    ])
+    assert "Traceback" not in out
+    assert not list(tmp_path.glob("*.injected")) and not list(tmp_path.glob("*.reverted")), "a dry run runs nothing"
+
+
+def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    cut = {"b": {"proxy_cut_off": _marker_fault(tmp_path, "cut")}}
+    data = reference_profile(reference_federation, region_faults=cut)
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    reports = tmp_path / "reports"
+    pytester_ini.makepyfile(test_hold="""
+        import time
+        def test_hold(drill):
+            with drill.fault("proxy_cut_off", "b", baseline=0.5):
+                time.sleep(120)
+    """)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:locust", "-p", "no:cacheprovider", "--gameday-target=external",
+         f"--gameday-profile={profile}", f"--gameday-reports={reports}", str(pytester_ini.path / "test_hold.py")],
+        cwd=pytester_ini.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    injected = tmp_path / "cut.injected"
+    deadline = time.monotonic() + 60
+    while not injected.exists():
+        assert runner.poll() is None, runner.stdout.read().decode() if runner.stdout else ""
+        assert time.monotonic() < deadline, "the fault was never injected"
+        time.sleep(0.1)
+    time.sleep(0.5)  # inside the block: the ledger holds the entry and the recorded revert
+    os.killpg(runner.pid, signal.SIGKILL)
+    runner.wait(10)
+    ledger = reports / ".gameday" / "ledger.json"
+    pending = json.loads(ledger.read_text())["pending"]
+    assert [(e["kind"], e["region"], e["target"]) for e in pending] == [("proxy_cut_off", "b", "external")]
+    assert pending[0]["params"]["revert"]["argv"][0] == "sh", "the revert command itself is in the ledger"
+    assert not (tmp_path / "cut.reverted").exists(), "kill -9 left the fault in place"
+    (log,) = reports.glob("runs/*/commands.jsonl")  # the command log is part of the run's report
+    assert json.loads(log.read_text().splitlines()[0])["command"].startswith("sh -c 'echo injected")
+    (tmp_path / "profile.yaml").write_text(profile.read_text().replace("reverted >>", "CHANGED >>"))
+
+    restore = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", f"--reports={reports}"],
+                             capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert restore.returncode == 0, restore.stdout + restore.stderr
+    assert "OK    proxy_cut_off b" in restore.stdout and "1 reverted" in restore.stdout, restore.stdout
+    assert "changed since the injection" in restore.stderr  # said, and the recorded revert used
+    assert (tmp_path / "cut.reverted").read_text() == "reverted\n", "exactly the recorded revert ran, once"
+    assert json.loads(ledger.read_text())["pending"] == []
+
+
+def test_a_fault_the_profile_lacks_is_refused_before_the_ledger_records_it(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "profile.yaml", reference_profile(reference_federation))
+    pytester_ini.makepyfile(test_missing="""
+        def test_missing(drill):
+            with drill.fault("gateway_hung", "b"):
+                raise AssertionError("never injected")
+    """)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
+                                               f"--gameday-reports={tmp_path / 'reports'}")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ConfigError: *profile.yaml: regions[[]b[]].faults has no fault 'gateway_hung' "
+                                 "(it has: gateway_down); add its inject and revert commands to the profile; "
+                                 "nothing was injected"])
+    ledger = tmp_path / "reports" / ".gameday" / "ledger.json"
+    assert not ledger.exists() or json.loads(ledger.read_text())["pending"] == []
+
+
+def _figures(run_dir: Path) -> dict[str, Any]:
+    (figures,) = run_dir.glob("runs/*/drills/*/figures-0.json")
+    data: dict[str, Any] = json.loads(figures.read_text())
+    return data
+
+
+def _headline(pytester: pytest.Pytester, reports: Path, *args: str) -> dict[str, Any]:
+    result = pytester.runpytest_subprocess(str(HEADLINE), f"--gameday-seed={SEED}", f"--gameday-reports={reports}",
+                                           *args, timeout=240)
+    result.assert_outcomes(passed=1)
+    return _figures(reports)
+
+
+def test_the_headline_drill_through_external_agrees_with_local(pytester_ini: pytest.Pytester,
+                                                              tmp_path: Path) -> None:
+    """The same drill, unchanged, on the same federation shape: once as ``local`` (the harness
+    runs and breaks the federation itself), once as ``external`` (a federation it only knows
+    by a profile, its gateway_down a command). Switchover and DNS convergence must agree
+    within the probes' resolution plus one health-probe period (when in its period the fault
+    lands decides when the next probe sees it, in either run)."""
+    local = _headline(pytester_ini, tmp_path / "local-reports")
+    fed = LocalFederation.from_topology(load_topology(), tmp_path / "fed")
+    fed.start()
+    try:
+        fed.wait_ready(30)
+        profile = write_profile(tmp_path / "profile.yaml", reference_profile(fed, gateway_down_by="readyz"))
+        external = _headline(pytester_ini, tmp_path / "external-reports", "--gameday-target=external",
+                             f"--gameday-profile={profile}")
+    finally:
+        fed.stop()
+    assert local["region"] == external["region"], "the same seed picks the same region"
+    probe = load_topology().timing.probe_interval
+    lines = []
+    for name in ("switchover", "dns_convergence"):
+        a, b = local[name], external[name]
+        tolerance = a["resolution_s"] + b["resolution_s"] + probe
+        lines.append(f"{name}: local {a['value_s']:.2f}±{a['resolution_s']:.2f} s, external {b['value_s']:.2f}"
+                     f"±{b['resolution_s']:.2f} s (agree within {tolerance:.2f} s)")
+        assert abs(a["value_s"] - b["value_s"]) <= tolerance, lines[-1]
+    print("\n".join(lines))
+    (Path(os.environ.get("GAMEDAY_FIGURES_OUT", tmp_path)) / "external-vs-local.txt").write_text("\n".join(lines))

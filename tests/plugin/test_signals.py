@@ -1,0 +1,475 @@
+"""Signals and process lifetime, with real processes and real signals (no mocks).
+
+``gameday drill`` runs pytest as its child; a terminal's Ctrl-C reaches the whole
+process group, ``kill`` one process. Every case checks what a user relies on: the
+exit says what was reverted, the ledger is empty, and no process of the run is left
+(found by scanning ``/proc`` for a tag in the environment every process of the run
+inherits, independently of the run's own records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gameday.procs import HAVE_PDEATHSIG, ProcRegistry, die_with_parent, find_processes, stop_orphaned
+
+INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
+
+# One test file for every moment: marker files say where the drill is.
+#   started    federation and load are up (the fixtures are done)
+#   baseline   the fault's steady-state check is about to run (HANG_BASELINE seconds of it)
+#   injected   the fault is in effect
+#   reverting  the block ends now (with HANG_REVERT set): the revert starts
+DRILL = """
+import os, time
+from pathlib import Path
+import pytest
+
+@pytest.mark.gameday
+def test_hang(drill, load):
+    Path("started").write_text("yes")
+    Path("baseline").write_text("yes")
+    with drill.fault("gateway_down", "b", baseline=float(os.environ.get("HANG_BASELINE", "1"))):
+        Path("injected").write_text("yes")
+        if not os.environ.get("HANG_REVERT"):
+            time.sleep(120)
+        Path("reverting").write_text("yes")
+    Path("restored").write_text("yes")
+    time.sleep(120)
+"""
+
+TAG_ENV = "GAMEDAY_TEST_TAG"
+
+
+def _pending(reports: Path) -> list[dict[str, object]]:
+    ledger = reports / ".gameday" / "ledger.json"
+    if not ledger.exists():
+        return []
+    pending: list[dict[str, object]] = json.loads(ledger.read_text())["pending"]
+    return pending
+
+
+def leftovers(tag: str, timeout: float = 10.0) -> list[tuple[int, str]]:
+    """Processes of the run still alive after *timeout* s (a process that is exiting,
+    e.g. one that just received its death signal, gets that long to go)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = find_processes(tag)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+class Drill:
+    """``gameday drill --test test_hang.py`` in its own process group, as a terminal runs it."""
+
+    def __init__(self, path: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+        self.path = path
+        self.tag = f"gd-test-{uuid.uuid4().hex}"
+        self.out = path / f"drill-{self.tag[-6:]}.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gameday.cli", "drill", "--test", "test_hang.py", *extra],
+            cwd=path, stdout=self.out.open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, TAG_ENV: self.tag, **(env or {})},
+        )
+
+    def wait_for(self, marker: str, timeout: float = 120.0, poll: float = 0.02) -> None:
+        path = self.path / marker if not marker.startswith("/") else Path(marker)
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            assert self.proc.poll() is None, f"gameday drill exited early ({self.proc.returncode}):\n{self.text()}"
+            assert time.monotonic() < deadline, f"{marker} did not appear within {timeout} s:\n{self.text()}"
+            time.sleep(poll)
+
+    def wait_for_federation(self, timeout: float = 60.0) -> None:
+        """Until the federation's first processes run (its state file appeared)."""
+        deadline = time.monotonic() + timeout
+        while not list((self.path / "reports" / ".gameday" / "federations").glob("*/state.json")):
+            assert self.proc.poll() is None, f"gameday drill exited early:\n{self.text()}"
+            assert time.monotonic() < deadline, f"no federation within {timeout} s:\n{self.text()}"
+            time.sleep(0.02)
+
+    def pytest_pid(self) -> int:
+        (pid,) = [p for p, cmd in find_processes(self.tag) if " -m pytest " in f" {cmd} "]
+        return pid
+
+    def send(self, how: str) -> None:
+        """*how*: ``int-group`` (Ctrl-C), ``term-group``, ``term-wrapper``, ``kill-wrapper``."""
+        sig = {"int": signal.SIGINT, "term": signal.SIGTERM, "kill": signal.SIGKILL}[how.split("-", maxsplit=1)[0]]
+        if how.endswith("-group"):
+            os.killpg(self.proc.pid, sig)
+        else:
+            os.kill(self.proc.pid, sig)
+
+    def finish(self, timeout: float = 120.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def text(self) -> str:
+        return self.out.read_text(errors="replace")
+
+
+@pytest.fixture
+def hang(pytester: pytest.Pytester) -> Path:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=DRILL)
+    return pytester.path
+
+
+def _check_clean(d: Drill, rc: int, *, reverted: bool) -> None:
+    out = d.text()
+    assert rc != 0, out
+    assert "Traceback" not in out, out
+    assert _pending(d.path / "reports") == [], out
+    assert leftovers(d.tag) == [], out
+    if reverted:
+        assert "reverted: gateway_down b" in out, out
+    else:
+        assert "no fault was in effect" in out, out
+
+
+# -- unit-sized: the pieces on their own (a second or two each) ---------------------------------------
+PARENT = """
+import signal, sys, threading, time
+from gameday.procs import spawn
+def start():
+    p = spawn(["sleep", "60"], death_signal=signal.SIGKILL)
+    print(p.pid, flush=True)
+if sys.argv[1] == "thread":  # a short-lived thread forks: the child must outlive the thread
+    t = threading.Thread(target=start); t.start(); t.join()
+else:
+    start()
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not HAVE_PDEATHSIG, reason="needs PR_SET_PDEATHSIG (Linux)")
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_a_spawned_child_dies_with_its_parent_under_kill_9(tmp_path: Path, where: str) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, where], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        time.sleep(0.3)
+        assert Path(f"/proc/{child}").exists(), "the child died with the thread that forked it"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(5)
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{child}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not Path(f"/proc/{child}").exists(), f"child {child} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+@pytest.mark.skipif(not HAVE_PDEATHSIG, reason="needs PR_SET_PDEATHSIG (Linux)")
+def test_a_child_whose_parent_already_died_does_not_start() -> None:
+    # The race: the parent died between fork and prctl; the child sees another parent pid.
+    wrong_parent = 1 if os.getpid() != 1 else 2
+    done = subprocess.run(["sleep", "30"], preexec_fn=lambda: die_with_parent(signal.SIGKILL, wrong_parent),
+                          timeout=10, check=False)
+    assert done.returncode == 1
+
+
+REGISTERS = """
+import subprocess, sys, time
+from pathlib import Path
+from gameday.procs import ProcRegistry
+reg = ProcRegistry(Path(sys.argv[1]))
+# No death signal: what a platform without PR_SET_PDEATHSIG (or the race) leaves behind.
+p = subprocess.Popen(["sleep", "60"], start_new_session=True)
+reg.add(p.pid, "locust-master", Path(sys.argv[1]))
+print(p.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_registry_finds_what_a_killed_runner_left(tmp_path: Path) -> None:
+    procs = tmp_path / "procs"
+    runner = subprocess.Popen([sys.executable, "-c", REGISTERS, str(procs)], stdout=subprocess.PIPE, text=True)
+    assert runner.stdout is not None
+    child = int(runner.stdout.readline())
+    out = []
+
+    class Out:
+        def write(self, s: str) -> int:
+            out.append(s)
+            return len(s)
+
+    try:
+        assert stop_orphaned(procs, only_orphans=True, out=Out()) == 0  # its runner lives: left alone
+        assert Path(f"/proc/{child}").exists()
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait(5)
+        assert stop_orphaned(procs, only_orphans=True, out=Out()) == 1
+        assert not Path(f"/proc/{child}").exists() or Path(f"/proc/{child}/stat").read_text().split()[2] == "Z"
+        assert f"stopped locust-master (pid {child}" in "".join(out)
+        assert list(procs.glob("*.json")) == []
+    finally:
+        for pid in (runner.pid, child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_corrupt_registry_is_reported_and_moved_aside(tmp_path: Path) -> None:
+    procs = tmp_path / "procs"
+    procs.mkdir()
+    (procs / "123-456.json").write_text('{"owner": ')
+    lines: list[str] = []
+
+    class Out:
+        def write(self, s: str) -> int:
+            lines.append(s)
+            return len(s)
+
+    assert stop_orphaned(procs, only_orphans=False, out=Out()) == 0
+    assert "123-456.json is unreadable" in "".join(lines)
+    assert (procs / "123-456.json.corrupt").exists()
+    ProcRegistry(procs).discard(1)  # a registry that never held anything writes nothing
+    assert not list(procs.glob("*.json"))
+
+
+SHIELDED = """
+import signal, sys, time
+from gameday.interrupts import INTERRUPTS
+INTERRUPTS.install()
+INTERRUPTS.describe = lambda: "the thing"
+try:
+    print("ready", flush=True)
+    with INTERRUPTS.shielded("reverting the thing"):
+        time.sleep(1.5)
+        print("revert complete", flush=True)
+    print("not reached", flush=True)
+except KeyboardInterrupt as exc:
+    print("interrupted:", exc, flush=True)
+    time.sleep(1.0)   # cleanup: further signals only report
+    print("cleanup complete", flush=True)
+"""
+
+
+def test_signals_never_interrupt_a_shielded_revert_and_later_ones_report() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SHIELDED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.5)  # now in the cleanup
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert out.splitlines() == ["revert complete", "interrupted: SIGTERM", "cleanup complete"], (out, err)
+    assert "SIGTERM: finishing reverting the thing first" in err, err
+    assert err.count("still reverting: the thing") == 2, err
+
+
+PLANS = """
+import sys
+from pathlib import Path
+from gameday.fedapp.plan import plan_federation
+from gameday.topology import load_topology
+topo = load_topology()
+sys.stdin.readline()  # start together
+ports = []
+for _ in range(10):
+    s = plan_federation(topo, Path("."))
+    ports += [s.nats_port, s.control_plane.port, s.gslb_dns.port, s.gslb_http.port, s.gateway_port]
+    for r in s.regions:
+        ports += [r.proxy.port, r.agent.port, *(i.endpoint.port for i in r.instances)]
+print(" ".join(map(str, ports)), flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_concurrent_planners_never_pick_the_same_port() -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", PLANS], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        picks = []
+        for p in procs:
+            assert p.stdout is not None
+            picks.append([int(x) for x in p.stdout.readline().split()])
+        a, b = picks
+        assert len(a) == len(b) > 100
+        assert not set(a) & set(b), f"both planned {sorted(set(a) & set(b))}"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+# -- real drills under gameday drill --------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["int-group", "term-group", "term-wrapper"])
+def test_a_signal_at_startup_stops_everything(hang: Path, how: str) -> None:
+    d = Drill(hang)
+    d.wait_for_federation()
+    d.send(how)
+    rc = d.finish()
+    _check_clean(d, rc, reverted=False)
+    assert "pytest exited with code" in d.text()
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_locust_starts_stops_it_too(hang: Path) -> None:
+    d = Drill(hang)
+    deadline = time.monotonic() + 60
+    while not any(" -m locust " in f" {cmd} " for _, cmd in find_processes(d.tag)):
+        assert d.proc.poll() is None and time.monotonic() < deadline, d.text()
+        time.sleep(0.005)
+    d.send("int-group")
+    rc = d.finish()
+    _check_clean(d, rc, reverted=False)
+    assert list((hang / "reports" / ".gameday" / "procs").glob("*.json")) == []  # the registry emptied
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_baseline_injects_nothing(hang: Path) -> None:
+    d = Drill(hang, env={"HANG_BASELINE": "30"})
+    d.wait_for("baseline")
+    time.sleep(0.5)
+    d.send("int-group")
+    rc = d.finish()
+    _check_clean(d, rc, reverted=False)
+    assert not (hang / "injected").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["int-group", "term-group", "term-wrapper", "kill-wrapper"])
+def test_a_signal_while_the_fault_is_in_effect_reverts_and_stops_everything(hang: Path, how: str) -> None:
+    d = Drill(hang)
+    d.wait_for("injected")
+    assert len(_pending(hang / "reports")) == 1
+    time.sleep(0.5)
+    if how == "kill-wrapper":  # the wrapper dies at once; pytest gets SIGTERM and still reverts
+        pytest_pid = d.pytest_pid()
+        d.send(how)
+        d.finish()
+        deadline = time.monotonic() + 90
+        while Path(f"/proc/{pytest_pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _pending(hang / "reports") == [], d.text()
+        assert leftovers(d.tag) == [], d.text()
+        assert "reverted: gateway_down b" in d.text()
+        return
+    d.send(how)
+    rc = d.finish()
+    _check_clean(d, rc, reverted=True)
+    out = d.text()
+    assert "still reverting" not in out, "one signal was delivered twice"
+    assert "pytest exited with code 2 after" in out
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_during_the_revert_says_what_is_reverted_and_waits(hang: Path) -> None:
+    d = Drill(hang, env={"HANG_REVERT": "1"})
+    d.wait_for("reverting", poll=0.005)
+    d.send("int-group")   # lands in the revert: it is finished first
+    time.sleep(0.3)
+    d.send("int-group")
+    rc = d.finish()
+    _check_clean(d, rc, reverted=True)
+    out = d.text()
+    assert "finishing reverting gateway_down b" in out or \
+        "finishing gateway_down b reverted, waiting for the federation's steady state" in out, out
+    assert "still reverting:" in out, out
+    figures = list((hang / "reports" / "runs").glob("*/drills/*/figures-0.json"))
+    assert len(figures) == 1, out  # the drill completed and recorded its result
+
+
+DRILL_LOCUST_KILL = """
+import pytest
+
+@pytest.mark.gameday
+def test_hang(drill, load):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_kill_9_as_locust_starts_then_restore_leaves_no_process(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=DRILL_LOCUST_KILL)
+    tag = f"gd-test-{uuid.uuid4().hex}"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-s"], cwd=pytester.path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, TAG_ENV: tag})
+    try:
+        deadline = time.monotonic() + 90
+        while not any(" -m locust " in f" {cmd} " for _, cmd in find_processes(tag)):
+            assert proc.poll() is None and time.monotonic() < deadline, "locust never started"
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)  # locust is still importing itself: ~1-2 s before it runs
+        proc.wait(10)
+        assert leftovers(tag) == []
+        restored = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", "--reports", "reports"],
+                                  cwd=pytester.path, capture_output=True, text=True, timeout=120, check=False)
+        assert restored.returncode == 0, restored.stdout + restored.stderr
+        assert "Traceback" not in restored.stderr
+        assert leftovers(tag, timeout=0) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+CONCURRENT = """
+import pytest
+
+@pytest.mark.gameday
+def test_hang(drill, load):
+    region = drill.pick_region()
+    with drill.fault("gateway_down", region) as fault:
+        result = drill.observe_switchover(fault, timeout=30)
+    result.assert_switchover_under(10)
+"""
+
+
+@pytest.mark.slow
+def test_two_drills_started_together_from_one_checkout_both_pass(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=CONCURRENT)
+    drills = [Drill(pytester.path, "--seed", str(seed), "--gameday-recovery-window=3") for seed in (1, 2)]
+    rcs = [d.finish(300) for d in drills]
+    for d, rc in zip(drills, rcs, strict=True):
+        assert rc == 0, d.text()
+        assert leftovers(d.tag) == []
+    run_dirs = [Path(line.split(": ", 1)[1]) for d in drills for line in d.text().splitlines()
+                if line.startswith("run directory: ")]
+    assert len(set(run_dirs)) == 2
+    for run_dir in run_dirs:
+        assert (run_dir / "junit.xml").read_text().count("<testcase") == 1
+        assert list((run_dir / "allure-results").glob("*-result.json"))
+        assert list(run_dir.glob("drills/*/figures-0.json"))
+    feds = list((pytester.path / "reports" / ".gameday" / "federations").glob("*/state.json"))
+    assert len(feds) == 2
+    assert _pending(pytester.path / "reports") == []
+
+
+def test_helpers_find_a_process_by_its_environment(tmp_path: Path) -> None:
+    tag = f"gd-test-{uuid.uuid4().hex}"
+    p = subprocess.Popen(["sleep", "30"], env={**os.environ, TAG_ENV: tag})
+    try:
+        assert [pid for pid, _ in find_processes(tag)] == [p.pid]
+    finally:
+        p.kill()
+        p.wait()
+    assert find_processes(tag) == []
+
