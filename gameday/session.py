@@ -381,6 +381,9 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
     if report.when == "teardown":
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
+        # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
+        for res in item.stash.get(RESULTS_KEY, []):
+            report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
     marker = item.get_closest_marker("conformance")
     if marker is not None and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
         rule = marker.args[0] if marker.args else marker.kwargs.get("rule", "?")
@@ -390,17 +393,14 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
 
 def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
     """When the test's call ends: fold the verdicts its drills asserted into their summaries,
-    add a JUnit property ``gameday_na`` per verdict that was not applicable, and report the test
-    *skipped* (with the reasons) when every verdict it asserted was not applicable: a drill
-    with no inputs must not pass."""
+    and report the test *skipped* (with the reasons) when every verdict it asserted was not
+    applicable: a drill with no inputs must not pass."""
     results = item.stash.get(RESULTS_KEY, [])
     summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
     for summary, res in zip(summaries, results, strict=False):
         summary["verdicts"] = [v.as_dict() for v in res.verdicts]
     verdicts = [v for res in results for v in res.verdicts]
     na = [v for v in verdicts if v.outcome == "n/a"]
-    for v in na:
-        report.user_properties.append(("gameday_na", f"{v.name}: {v}"))
     if report.passed and verdicts and len(na) == len(verdicts):
         reasons = "; ".join(dict.fromkeys(f"{v.name} {v}" for v in na))
         line = item.location[1]

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
+import aiohttp
 import dns.asyncquery
 import dns.exception
 import dns.message
@@ -39,9 +40,15 @@ import dns.rdatatype
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from gameday.errors import ConfigError, GamedayError
+from gameday.errors import ConfigError, GamedayError, TransientError
 
 log = logging.getLogger(__name__)
+
+HttpClient = httpx.AsyncClient | aiohttp.ClientSession
+"""What an HTTP source reads through: the observer passes one shared ``aiohttp.ClientSession``
+(at 60 entry nodes x 10 Hz an httpx request costs the harness about 30x the CPU of an aiohttp
+one, which a 2-core machine cannot give: bench/observer_rate.py); an ``httpx.AsyncClient``
+works as well (contract A), for callers that have one."""
 
 AlarmEventKind = Literal["stale_snapshot", "stale_snapshot_cleared"]
 ALARM_EVENTS: tuple[AlarmEventKind, ...] = ("stale_snapshot", "stale_snapshot_cleared")
@@ -96,7 +103,7 @@ class EntryNodeSource(Protocol):
     region: str
     """The region the node belongs to (it does not survive its region's failure)."""
 
-    async def read(self, http: httpx.AsyncClient) -> NodeReading:
+    async def read(self, http: HttpClient) -> NodeReading:
         """Take one reading now; ``ok=False`` when the node did not answer."""
         ...
 
@@ -109,7 +116,7 @@ class EntryNodeSource(Protocol):
 class VersionSource(Protocol):
     """The control plane's global route version."""
 
-    async def read(self, http: httpx.AsyncClient) -> int | None:
+    async def read(self, http: HttpClient) -> int | None:
         """The version now; None when it could not be read."""
         ...
 
@@ -202,10 +209,30 @@ def _as_int(value: object, what: str) -> int:
     return int(f)
 
 
-async def _get(http: httpx.AsyncClient, url: str) -> httpx.Response:
-    r = await http.get(url)
-    r.raise_for_status()
-    return r
+async def fetch(http: HttpClient, url: str, params: Mapping[str, str] | None = None) -> bytes:
+    """The body of ``GET url`` through either client.
+
+    Raises:
+        TransientError: no answer (refused, timed out) or an HTTP error status; the message
+            names the URL and what happened.
+    """
+    try:
+        if isinstance(http, aiohttp.ClientSession):
+            async with http.get(url, params=params) as r:
+                body = await r.read()
+                status = r.status
+        else:
+            resp = await http.get(url, params=params)
+            body, status = resp.content, resp.status_code
+    except (httpx.HTTPError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise TransientError(f"{type(exc).__name__}: {exc or 'no answer'} ({url})") from exc
+    if status >= 400:
+        raise TransientError(f"HTTP {status} from {url}")
+    return body
+
+
+def _error(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, TransientError) else f"{type(exc).__name__}: {exc}"
 
 
 # -- entry nodes ------------------------------------------------------------------------------
@@ -234,12 +261,12 @@ class HttpJsonNode:
         self.stale_path = stale
         self.last_error: str | None = None
 
-    async def read(self, http: httpx.AsyncClient) -> NodeReading:
+    async def read(self, http: HttpClient) -> NodeReading:
         try:
-            doc = (await _get(http, self.url)).json()
+            doc = json.loads(await fetch(http, self.url))
             reading = NodeReading(True, self._version(doc), self._routable(doc), self._stale(doc))
-        except (httpx.HTTPError, ValueError, TypeError) as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+        except (TransientError, ValueError, TypeError) as exc:
+            self.last_error = _error(exc)
             return NodeReading(False)
         self.last_error = None
         return reading
@@ -284,12 +311,12 @@ class HttpJsonVersion:
         self.field = field
         self.last_error: str | None = None
 
-    async def read(self, http: httpx.AsyncClient) -> int | None:
+    async def read(self, http: HttpClient) -> int | None:
         try:
-            version = _as_int(_required((await _get(http, self.url)).json(), self.field, self.url),
+            version = _as_int(_required(json.loads(await fetch(http, self.url)), self.field, self.url),
                               f"field {self.field!r}")
-        except (httpx.HTTPError, ValueError, TypeError) as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+        except (TransientError, ValueError, TypeError) as exc:
+            self.last_error = _error(exc)
             return None
         self.last_error = None
         return version
@@ -315,13 +342,11 @@ class PrometheusVersion:
         self.query = query
         self.last_error: str | None = None
 
-    async def read(self, http: httpx.AsyncClient) -> int | None:
+    async def read(self, http: HttpClient) -> int | None:
         try:
-            r = await http.get(self.url, params={"query": self.query})
-            r.raise_for_status()
-            version = self._version(r.json())
-        except (httpx.HTTPError, ValueError, TypeError) as exc:
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            version = self._version(json.loads(await fetch(http, self.url, {"query": self.query})))
+        except (TransientError, ValueError, TypeError) as exc:
+            self.last_error = _error(exc)
             return None
         self.last_error = None if version is not None else f"query {self.query!r} returned no sample"
         return version
@@ -359,14 +384,14 @@ class MetricsVersion:
         self.labels = dict(labels or {})
         self.last_error: str | None = None
 
-    async def read(self, http: httpx.AsyncClient) -> int | None:
+    async def read(self, http: HttpClient) -> int | None:
         try:
-            text = (await _get(http, self.url)).text
+            text = (await fetch(http, self.url)).decode(errors="replace")
             values = [_as_int(s.value, f"{self.metric} sample")
                       for fam in text_string_to_metric_families(text) for s in fam.samples
                       if s.name == self.metric and all(s.labels.get(k) == v for k, v in self.labels.items())]
-        except (httpx.HTTPError, ValueError, TypeError) as exc:  # the parser raises either on bad text
-            self.last_error = f"{type(exc).__name__}: {exc}"
+        except (TransientError, ValueError, TypeError) as exc:  # the parser raises either on bad text
+            self.last_error = _error(exc)
             return None
         self.last_error = None if values else f"no sample {self.metric}{self.labels or ''} at {self.url}"
         return max(values) if values else None

@@ -1,0 +1,136 @@
+"""The observer reading a Sources bundle from real loopback servers: what lands on the
+timeline, with which stamps, and the per-source poll rates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from gameday.observers.observer import Observer
+from gameday.observers.sources import HttpJsonNode, HttpJsonVersion, LogFileAlarms, Sources, UdpDns
+from gameday.targets.base import RegionInfo
+from gameday.timeline import Timeline
+
+REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.2.1")]
+
+
+@pytest.fixture
+def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
+    """An aiohttp server in its own thread: ``/gw`` (version, routes), ``/bare`` (answers
+    only), ``/slow`` (answers after ``state["delay"]`` s), ``/cp`` (the version)."""
+    state: dict[str, Any] = {"version": 4, "delay": 0.35}
+
+    async def gw(_r: web.Request) -> web.Response:
+        return web.json_response({"version": state["version"], "routable_regions": ["a", "b"], "stale": False})
+
+    async def bare(_r: web.Request) -> web.Response:
+        return web.json_response({"up": True})
+
+    async def slow(_r: web.Request) -> web.Response:
+        await asyncio.sleep(state["delay"])
+        return web.json_response({"version": state["version"], "routable_regions": ["a"]})
+
+    async def cp(_r: web.Request) -> web.Response:
+        return web.json_response({"version": state["version"]})
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    runner: list[web.AppRunner] = []
+
+    async def start() -> None:
+        app = web.Application()
+        app.router.add_get("/gw", gw)
+        app.router.add_get("/bare", bare)
+        app.router.add_get("/slow", slow)
+        app.router.add_get("/cp", cp)
+        r = web.AppRunner(app)
+        await r.setup()
+        await web.TCPSite(r, "127.0.0.1", port).start()
+        runner.append(r)
+        ready.set()
+
+    t = threading.Thread(target=lambda: (loop.run_until_complete(start()), loop.run_forever()), daemon=True)
+    t.start()
+    assert ready.wait(10)
+    try:
+        yield f"http://127.0.0.1:{port}", state
+    finally:
+        asyncio.run_coroutine_threadsafe(runner[0].cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(5)
+
+
+def test_the_observer_records_every_source_with_its_stamps_and_rates(
+        status_server: tuple[str, dict[str, Any]], dns_server: tuple[int, dict[str, Any]], tmp_path: Path) -> None:
+    base, state = status_server
+    dns_port, dns_state = dns_server
+    dns_state["addrs"] = ["127.0.1.1", "127.0.2.1"]
+    log = tmp_path / "proxy-a.log"
+    log.write_text("")
+    sources = Sources(
+        entry_nodes=(HttpJsonNode(name="gateway-a", region="a", url=base + "/gw"),
+                     HttpJsonNode(name="edge-b", region="b", url=base + "/bare", version=None, routable=None,
+                                  stale=None),
+                     HttpJsonNode(name="slow-b", region="b", url=base + "/slow", stale=None)),
+        dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="app.test.", samples=4),
+        control_plane=HttpJsonVersion(url=base + "/cp"),
+        alarms=(LogFileAlarms(path=log, node="proxy-a", json_event_field="event", time_field="mono"),),
+    )
+    tl = Timeline(t0=time.monotonic())
+    obs = Observer(sources, REGIONS, tl)
+    obs.start()
+    try:
+        time.sleep(1.0)
+        with log.open("a") as fh:
+            fh.write(json.dumps({"mono": time.monotonic(), "event": "stale_snapshot"}) + "\n")
+        state["version"] = 5
+        time.sleep(1.0)
+    finally:
+        obs.stop()
+    assert obs.error is None
+    gw = [o for o in tl.nodes if o.node == "gateway-a"]
+    assert gw and all(o.ok and o.routable == ("a", "b") and o.stale is False and o.sent <= o.t for o in gw)
+    assert {o.version for o in gw} == {4, 5}
+    edge = [o for o in tl.nodes if o.node == "edge-b"]
+    assert edge and all(o.ok and o.version is None and o.routable is None and o.stale is None for o in edge)
+    assert {d.regions for d in tl.dns if d.ok} == {("a", "b")}  # addresses mapped to regions
+    assert {c.version for c in tl.cp} == {4, 5}
+    assert [a.event for a in tl.alarms] == ["stale_snapshot"]
+
+    rates = obs.poll_rates()
+    assert set(rates) == {"gateway-a", "edge-b", "slow-b", "dns", "control_plane", "alarms " +
+                          sources.alarms[0].describe()}
+    assert rates["gateway-a"].achieved_hz > 7 and not rates["gateway-a"].behind
+    # The slow node answers 0.35 s after each poll, and is polled again at the next tick: about
+    # 2 Hz (less on a busy machine), the ticks in between skipped, and it alone is behind; its
+    # gaps are what a figure's resolution would be set by.
+    slow = rates["slow-b"]
+    assert slow.behind and slow.skipped > 8 and 1.0 <= slow.achieved_hz <= 3.0
+    assert slow.max_gap_s >= 0.35
+    assert [k for k, r in rates.items() if r.behind] == ["slow-b"]
+    slow_obs = [o for o in tl.nodes if o.node == "slow-b"]
+    assert all(o.t - o.sent >= 0.34 for o in slow_obs)  # stamped when the answer arrived
+
+
+def test_without_a_control_plane_source_nothing_is_polled_for_it(dns_server: tuple[int, dict[str, Any]]) -> None:
+    dns_port, _ = dns_server
+    tl = Timeline()
+    obs = Observer(Sources(entry_nodes=(), dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="x.", samples=1)),
+                   REGIONS, tl)
+    obs.start()
+    time.sleep(0.5)
+    obs.stop()
+    assert tl.cp == [] and tl.nodes == [] and len(tl.dns) >= 3
+    assert set(obs.poll_rates()) == {"dns"}
