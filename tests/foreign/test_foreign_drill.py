@@ -138,11 +138,10 @@ def test_the_headline_drill_passes_and_dns_convergence_matches_powerdns(
         # Switchover from DNS answers, and it says so.
         assert figures["switchover"]["definition"] == "dns answers", figures["switchover"]
         # No input, no verdict: not applicable with the reason, never a pass.
-        assert figures["not_applicable"] == {
-            "versions": "no control-plane version source",
-            "stale_alarms": "no alarm source",
-            "headroom": "no declared capacities",
-        }, figures["not_applicable"]
+        na = figures["not_applicable"]
+        assert (na["versions"], na["stale_alarms"]) == ("no control-plane version source", "no alarm source"), na
+        assert na["headroom"].startswith("no declared capacit"), na
+        assert set(na) == {"versions", "stale_alarms", "headroom"}, na
         assert figures["versions"]["passed"] is None
     # ... in the verdict table ...
     result.stdout.fnmatch_lines(["*gameday drill verdicts*",
