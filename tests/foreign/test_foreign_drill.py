@@ -3,9 +3,10 @@
 ``suites/gameday/test_gateway_outage.py`` runs unchanged, as a user would run it, with
 ``--gameday-target external --gameday-profile <the foreign federation's profile>``:
 
-- it passes; its DNS convergence agrees, within the figure's resolution, with PowerDNS's
-  configured check timing (a refused gateway is left out at the next check round: 0 to one
-  ``lua-health-checks-interval`` after the fault);
+- it passes (3 seeded rounds); each round's DNS convergence agrees, within the figure's
+  resolution, with PowerDNS's check timing: configured, a refused gateway is left out at
+  the next check round, 0 to one ``lua-health-checks-interval`` after the fault; as run,
+  the round the checker clock (``witness.py``) saw first after the gateway stopped;
 - the verdicts that have no input (route versions: nginx has none, no control plane; no
   alarm source) are "not applicable" with their reasons, never a pass;
 - ``kill -9`` of the runner after the injection, then ``gameday restore``, runs the
@@ -42,8 +43,13 @@ CAPACITY_RPS = None
 SEED = 5
 #: Rounds of the drill (seeded picks): one DNS convergence figure each.
 ROUNDS = 3
-#: From a check round's start to PowerDNS answering accordingly (s): see test_foreign_federation.
-LAG_S = 0.05
+#: From a check round's start to the drill stamping a DNS reading that reflects it (s):
+#: PowerDNS's own lag (see test_foreign_federation) plus the reading's duration. The
+#: observer stamps a reading when its last answer arrived (16 queries at once), so a
+#: reading can reflect the state of PowerDNS a little before its stamp; with both cores
+#: busy that has been seen to reach ~0.15 s. The figure's resolution (the gap between
+#: readings) does not include it.
+LAG_S = 0.25
 #: How often (s) the test watches the gateways' masters: when a stop is seen, to +this.
 WATCH_S = 0.01
 
@@ -121,7 +127,7 @@ def test_the_headline_drill_passes_and_dns_convergence_matches_powerdns(
     for (stopped, region), f in zip(stops, rounds, strict=True):
         dns = f["dns_convergence"]
         value, resolution, uncertainty = dns["value_s"], dns["resolution_s"], f["injection_uncertainty_s"]
-        predicted = [r - stopped for r in clock.rounds_seeing(stopped)]
+        predicted = [r - stopped for r in clock.rounds_seeing(stopped - WATCH_S, stopped)]
         lines.append(f"{region}: {value:.3f} +/- {resolution:.3f} s (next check round {predicted[0]:.3f} s "
                      f"after the gateway stopped; injection uncertainty {uncertainty:.3f} s)")
         assert any(p - uncertainty - WATCH_S <= value <= p + LAG_S + resolution + WATCH_S for p in predicted), (

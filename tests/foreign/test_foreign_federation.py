@@ -29,8 +29,8 @@ POLL_S = 0.01
 SLACK_S = 0.5
 #: Longest time (s) from a check round's start to PowerDNS answering accordingly: the
 #: connect (refused or accepted at once on loopback), the status update and a query;
-#: 1-20 ms measured on an idle machine.
-LAG_S = 0.05
+#: 1-20 ms measured on an idle machine, more when the machine is busy.
+LAG_S = 0.1
 
 
 def _run(argv: list[str]) -> None:
@@ -72,19 +72,18 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
     start = time.monotonic()
     out_s: dict[str, float] = {}
     back_s: dict[str, float] = {}
-    rounds_s: dict[str, float] = {}  # change -> the check round that should show it, as seen
 
-    def measure(label: str, region: Region, want: bool, since: float, into: dict[str, float]) -> None:
+    def measure(label: str, region: Region, want: bool, called: float, since: float, into: dict[str, float]) -> None:
+        """The gateway changed between *called* (its command started) and *since* (it returned)."""
         seen = _first_answer(foreign, want, region, t.detection_bound_s + SLACK_S + 5)
         assert seen is not None, f"{label}: DNS did not change within {t.detection_bound_s + SLACK_S + 5} s"
         into[region.name] = seen - since
-        candidates = clock.rounds_seeing(since)
+        candidates = clock.rounds_seeing(called, since)
         assert candidates, f"{label}: no check round seen after the change"
         # The answer changed with the first check round after the change, not later or earlier.
         assert any(r - 0.005 <= seen <= r + LAG_S + POLL_S for r in candidates), (
             f"{label}: DNS changed {seen - since:.3f} s after the gateway did, but the check round(s) "
             f"after it began {[round(r - since, 3) for r in candidates]} s after")
-        rounds_s[f"{label} {region.name}"] = candidates[0] - since
 
     # Each fault at a seeded random point of PowerDNS's check cycle: back-to-back faults
     # would all land just after a round (the previous change was seen at one).
@@ -92,11 +91,12 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
     for region in foreign.regions:
         fault = foreign.fault_commands(region)
         time.sleep(phase.uniform(0, t.interval_s))
+        called = time.monotonic()
         _run(fault["inject"]["argv"])
         closed = time.monotonic()  # the stop command returns once the master has exited
         assert not foreign.gateway_accepts(region), f"{region.gateway_host}:{foreign.port} still accepts"
         _run(fault["inject"]["argv"])  # idempotent too: nothing left to stop is not an error
-        measure("out", region, False, closed, out_s)
+        measure("out", region, False, called, closed, out_s)
         # Gone for good (no flapping): PowerDNS keeps it out over the next two check rounds.
         stay_until = time.monotonic() + 2 * t.interval_s
         while time.monotonic() < stay_until:
@@ -106,11 +106,12 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
             time.sleep(0.05)
 
         time.sleep(phase.uniform(0, t.interval_s))
+        called = time.monotonic()
         _run(fault["revert"]["argv"])
         opened = time.monotonic()  # nginx daemonises once it has bound its port
         assert foreign.gateway_accepts(region)
         _run(fault["revert"]["argv"])  # idempotent: a second revert changes nothing
-        measure("back", region, True, opened, back_s)
+        measure("back", region, True, called, opened, back_s)
         assert foreign.dns_answer() == tuple(sorted(foreign.gateway_hosts()))
         assert foreign.served_by(region) == region.name
 
@@ -129,7 +130,7 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
     assert gap <= t.interval_s + SLACK_S, summary
     for name, delay in {**{f"out {k}": v for k, v in out_s.items()},
                         **{f"back {k}": v for k, v in back_s.items()}}.items():
-        assert 0 <= delay <= gap + LAG_S + POLL_S, f"{name}: {delay:.3f} s; {summary}"
+        assert -LAG_S <= delay <= gap + LAG_S + POLL_S, f"{name}: {delay:.3f} s; {summary}"
 
 
 def test_the_profile_describes_it_and_gameday_loads_it(foreign: ForeignFederation, tmp_path: Path) -> None:

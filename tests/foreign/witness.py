@@ -74,15 +74,18 @@ class CheckerClock:
             i = bisect.bisect_right(self._times, after)
             return self._times[i] if i < len(self._times) else None
 
-    def rounds_seeing(self, t: float, race: float = 0.01) -> list[float]:
-        """The round(s) in which a change at *t* can first be seen: the first round after *t*,
-        and the one after it too when the first began within *race* s of *t* (its accept was
-        stamped a moment after the round's connects: the round may have checked before *t*)."""
-        first = self.next_round(t)
+    def rounds_seeing(self, start: float, end: float | None = None, race: float = 0.01) -> list[float]:
+        """The round(s) in which a change that happened in [start, end] can first be seen:
+        every round that began in that span, the first round after it, and the one after
+        that too when the first began within *race* s of *end* (a round's accept is stamped
+        a moment after its connects, so it may have checked just before *end*)."""
+        end = start if end is None else end
+        within = self.rounds(start, end)
+        first = self.next_round(end)
         if first is None:
-            return []
-        second = self.next_round(first) if first - t < race else None
-        return [first] if second is None else [first, second]
+            return within
+        second = self.next_round(first) if first - end < race else None
+        return [*within, first] if second is None else [*within, first, second]
 
     def longest_gap(self, start: float, end: float) -> float | None:
         """The longest time (s) between consecutive rounds in [start, end], None with fewer than 2."""
