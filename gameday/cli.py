@@ -115,6 +115,8 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
         argv.append(f"--gameday-seed={args.seed}")
     if args.topology:
         argv.append(f"--gameday-topology={Path(args.topology).resolve()}")
+    if args.profile:  # a federation gameday did not build, known by its profile
+        argv += ["--gameday-target=external", f"--gameday-profile={Path(args.profile).resolve()}"]
     if args.rounds is not None:
         argv.append(f"--gameday-rounds={args.rounds}")
     config = _project_config(Path.cwd())
@@ -316,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seed for the region pick (default: random, printed)")
     dr.add_argument("--topology", type=settings.cli_type("topology"),
                     help="topology YAML (default: clusters/local.yaml)")
+    dr.add_argument("--profile", type=settings.cli_type("profile"),
+                    help="drill your own federation: its profile YAML (the external target; see the README)")
     dr.add_argument("--rounds", type=settings.cli_type("rounds"), help="repeat the drill N times with seeded picks")
     dr.add_argument("--reports", default="reports", type=settings.cli_type("reports"),
                     help="where run data goes (default: reports)")

@@ -95,6 +95,13 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
     Raises:
         pytest.UsageError: the topology file is invalid (names file and field).
     """
+    workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, when installed
+    if state.settings.target == "external" and workers not in (None, 0, "0"):
+        # Each xdist worker has a federation of its own on the other targets; an external
+        # federation is one, so two workers would break it at the same time.
+        raise pytest.UsageError(f"gameday: --gameday-target=external drills the one federation its profile "
+                                f"describes; -n {workers} would run drills in several pytest-xdist workers against "
+                                "it at once: run without -n")
     try:
         if state.settings.target == "external":
             assert state.settings.profile is not None  # settings.resolve requires it
@@ -337,10 +344,10 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         # Called as each fault's block ends, still inside the test, so that Allure
         # attaches the figures to the test itself rather than to a fixture teardown.
         try:
-            results.append(res)
             w = res.fault
             state.faults.append(FaultRecord(f"{w.kind} {w.region or ''}".strip(), w.t_fault, w.t_revert,
                                             time.monotonic()))
+            results.append(res)
             summaries.append(_record_result(config, state, node, res, runner=runner, index=len(summaries)))
         finally:
             state.interrupts.release("revert")  # the fault block is done: a deferred signal may stop us now

@@ -163,3 +163,69 @@ def test_the_headline_drill_through_external_agrees_with_local(pytester_ini: pyt
         assert abs(a["value_s"] - b["value_s"]) <= tolerance, lines[-1]
     print("\n".join(lines))
     (Path(os.environ.get("GAMEDAY_FIGURES_OUT", tmp_path)) / "external-vs-local.txt").write_text("\n".join(lines))
+
+
+def test_gameday_drill_profile_runs_the_headline_drill_against_it(reference_federation: LocalFederation,
+                                                                  tmp_path: Path) -> None:
+    data = reference_profile(reference_federation)
+    for r in data["regions"]:
+        r["faults"]["gateway_down"] = _marker_fault(tmp_path, f"gw-{r['name']}")
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    run = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--profile", str(profile), "--seed", "7",
+                          "--reports", str(tmp_path / "reports"), "--gameday-dry-run", "-rs"],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "--gameday-target=external" in run.stdout and "dry run of gateway_down" in run.stdout, run.stdout
+    assert not list(tmp_path.glob("*.injected"))
+    bad = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--profile", "missing.yaml"],
+                         capture_output=True, text=True, timeout=60, cwd=tmp_path, check=False)
+    assert bad.returncode == 2
+    assert "expected an existing federation profile YAML file: missing.yaml does not exist" in bad.stderr
+
+
+def test_the_load_generator_sends_the_profiles_path_and_host_header(reference_federation: LocalFederation,
+                                                                      tmp_path: Path) -> None:
+    """Clients resolve the name at the profile's DNS server (here the reference GSLB) and send
+    ``scheme://<answered address>:<port><path>`` with the Host header; a recorder listens on
+    every gateway address, on a port of its own, and answers a served-by header."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gameday.load.runner import LoadRunner
+    from gameday.targets.external import ExternalTarget
+
+    seen: list[tuple[str, str, str]] = []
+
+    class Recorder(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the http.server API names it so
+            region = self.server.server_address[0].split(".")[2]  # 127.0.N.1 -> N
+            seen.append((self.server.server_address[0], self.path, self.headers.get("Host", "")))
+            self.send_response(200)
+            self.send_header("X-Region", {"1": "a", "2": "b", "3": "c"}[region])
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    gateways = [r.gateway.host for r in reference_federation.spec.regions]
+    first = ThreadingHTTPServer((gateways[0], 0), Recorder)
+    port = first.server_address[1]
+    servers = [first] + [ThreadingHTTPServer((g, port), Recorder) for g in gateways[1:]]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    try:
+        data = reference_profile(reference_federation)
+        data["service"]["load"] = {"scheme": "http", "port": port, "path": "/api/ping?x=1", "host": "app.team.test"}
+        data["service"]["served_by_header"] = "X-Region"
+        target = ExternalTarget.from_file(write_profile(tmp_path / "profile.yaml", data))
+        with LoadRunner(target.endpoints(), users=4, rate=20, workdir=tmp_path / "load") as runner:
+            time.sleep(2)
+            runner.poll()
+    finally:
+        for s in servers:
+            s.shutdown()
+    assert seen and {(path, host) for _, path, host in seen} == {("/api/ping?x=1", "app.team.test")}
+    assert {addr for addr, _, _ in seen} <= set(gateways)
+    ok = [r for r in runner.records if r.status == 200]
+    assert ok and {r.region for r in ok} <= {"a", "b", "c"} and None not in {r.region for r in ok}

@@ -29,6 +29,9 @@ def _usage_error(result: pytest.RunResult, pytester: pytest.Pytester, message: s
      "'missing.yaml', expected an existing federation profile YAML file: missing.yaml does not exist"),
     (["--gameday-target=external", "--gameday-profile=good.yaml", "--gameday-topology=good.yaml"],
      "--gameday-target=external takes its regions from --gameday-profile; leave --gameday-topology out"),
+    (["--gameday-target=external", "--gameday-profile=good.yaml", "-n", "2"],
+     "--gameday-target=external drills the one federation its profile describes; -n 2 would run drills in several "
+     "pytest-xdist workers against it at once: run without -n"),
     (["--gameday-target=external", "--gameday-profile=bad.yaml"],
      "bad.yaml: regions[0].weight: got 0, expected a finite number > 0 and <= 1000"),
 ])
