@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -154,8 +155,11 @@ def test_the_headline_drill_passes_and_dns_convergence_matches_powerdns(
                                  "test_random_gateway_outage*gateway_down*(dns answers)*"
                                  "n/a: no control-plane version source*n/a: no alarm source*"])
     # ... and in JUnit.
-    properties = [p.get("value") or "" for p in ElementTree.parse(headline / "junit.xml").iter("property")
-                  if p.get("name") == "gameday_drill"]
+    junit = list(ElementTree.parse(headline / "junit.xml").iter("property"))
+    na = [p.get("value") or "" for p in junit if p.get("name") == "gameday_na"]
+    for verdict, reason in (("versions", "no control-plane version source"), ("stale_alarms", "no alarm source")):
+        assert sum(v.startswith(verdict) and reason in v for v in na) == ROUNDS, na
+    properties = [p.get("value") or "" for p in junit if p.get("name") == "gameday_drill"]
     assert len(properties) == ROUNDS
     for prop in properties:
         verdicts = {v["name"]: (v["outcome"], v["detail"]) for v in json.loads(prop)["verdicts"]}
@@ -188,18 +192,37 @@ def test_kill_9_mid_drill_then_gameday_restore_leaves_the_federation_as_it_was(
         assert wait_until(lambda: region.gateway_host not in (foreign.dns_answer() or ()), 5), \
             "DNS still answers the stopped gateway"
 
+        killed = time.monotonic()
         restored = subprocess.run([sys.executable, "-m", "gameday.cli", "restore"], cwd=headline,
                                   capture_output=True, text=True, timeout=120, check=False)
+        restore_s = time.monotonic() - killed
         assert restored.returncode == 0, restored.stdout + restored.stderr
         assert f"OK    gateway_down {region.name} [{entry['id']}]: reverted" in restored.stdout, restored.stdout
         assert "1 reverted, 0 cleared, 0 failed" in restored.stdout, restored.stdout
         assert _pending(reports) == [], restored.stdout
         # As it was: every gateway serves its region and DNS answers all three again.
         foreign.wait_steady(10)
+        whole_s = time.monotonic() - killed
         assert foreign.dns_answer() == tuple(sorted(foreign.gateway_hosts()))
+        print(f"kill -9 with gateway_down {region.name} in effect; gameday restore took {restore_s:.2f} s; "
+              f"every gateway served and DNS answered all three {whole_s:.2f} s after the kill")
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
         for pid in _session_members(proc.pid):  # a load generator left by the killed runner
             kill_tree(pid)
+
+
+def test_dry_run_prints_each_command_with_its_inverse_and_runs_none(
+        foreign: ForeignFederation, pytester: pytest.Pytester, headline: Path, tmp_path: Path) -> None:
+    profile = foreign.write_profile(tmp_path / "foreign.yaml", capacity_rps=CAPACITY_RPS)
+    masters = {r.name: r.gateway.master_pid() for r in foreign.regions}
+    result = pytester.runpytest_subprocess(*_args(profile), "--gameday-dry-run", "-s", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(skipped=1)  # a dry run reports the drill skipped: nothing was measured
+    region = next(r for r in foreign.regions if shlex.join(foreign.fault_commands(r)["inject"]["argv"]) in out)
+    fault = foreign.fault_commands(region)
+    assert shlex.join(fault["revert"]["argv"]) in out, out[-3000:]
+    assert {r.name: r.gateway.master_pid() for r in foreign.regions} == masters  # nothing ran
+    assert _pending(headline / "reports") == []
