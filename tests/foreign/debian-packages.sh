@@ -11,7 +11,8 @@
 # the machine has none, and removed again.
 set -uo pipefail
 
-PACKAGES=(nginx pdns-server pdns-backend-bind)
+# GAMEDAY_FOREIGN_PACKAGES (space-separated) replaces the list: the skip path's own test.
+read -r -a PACKAGES <<<"${GAMEDAY_FOREIGN_PACKAGES:-nginx pdns-server pdns-backend-bind}"
 
 installed() {
     local status
