@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import logging
 import os
 import signal
@@ -264,6 +265,14 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     from gameday.faults.restore import forget, restore  # noqa: PLC0415
 
     reports = Path(args.reports).absolute() if args.reports else None
+    for module in args.plugin or ():
+        # Faults and targets a conftest or plugin registered exist only once imported.
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            print(f"gameday restore: -p {module}: cannot import it ({exc}); is it on the Python path "
+                  "(PYTHONPATH) here?", file=sys.stderr)
+            return 2
     if args.forget:
         return forget(reports, args.forget, out=sys.stdout)
     return restore(reports, keep=args.keep, out=sys.stdout)
@@ -337,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--forget", metavar="ID",
                     help="drop the ledger entry ID (or a unique prefix) without reverting it, e.g. when its "
                     "target is gone for good; says what is dropped")
+    rs.add_argument("-p", "--plugin", metavar="MODULE", action="append",
+                    help="import MODULE first (repeatable), as pytest -p does: the module that registers "
+                    "the faults or targets a conftest or plugin added to the run")
     rs.set_defaults(fn=_cmd_restore)
     dn = sub.add_parser("down", help="stop every federation still running under the reports directory")
     dn.add_argument("--reports", default="reports")

@@ -39,21 +39,25 @@ from gameday.errors import (
     RestoreIncomplete,
     TargetUnreachable,
 )
-from gameday.faults import CATALOGUE, Ledger, check_fault
+from gameday.faults import FAULTS, Ledger
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.settings import Settings
-from gameday.targets.base import ComponentState, Target, liveness_of
+from gameday.targets import registry
+from gameday.targets.base import (
+    ComponentState,
+    FaultPlanner,
+    HasFaults,
+    Target,
+    liveness_of,
+)
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
-
-#: Faults that isolate every process of their region (its proxy is stale for real).
-CUTS_OFF_REGION = frozenset({"region_blackhole"})
 
 
 @dataclass
@@ -106,6 +110,8 @@ class Drill:
         self.results: list[DrillResult] = []
         self._stack: list[ActiveFault] = []
         self._regions = target.regions()
+        self.faults = FAULTS.extended(target.faults()) if isinstance(target, HasFaults) else FAULTS
+        """The faults this drill may inject: the target's own (:class:`HasFaults`) and the built-ins."""
         self._last_progress = 0.0
         self._breach_since: float | None = None
         self._watcher: Watcher | None = None
@@ -161,12 +167,11 @@ class Drill:
             LoadCollapsed: the load generator exited or collapsed; every fault reverted.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
-        fk = check_fault(kind, region, params, self.region_names)
-        plan_fault = getattr(self.target, "plan_fault", None)  # optional (local, external)
-        if callable(plan_fault):
+        fk = self.faults.check(kind, region, params, self.region_names)
+        if isinstance(self.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
             # before the ledger records an injection that would never happen.
-            plan_fault(kind, region, dict(params))
+            self.target.plan_fault(kind, region, dict(params))
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
@@ -202,7 +207,8 @@ class Drill:
             tl.mark(self._baseline_start, "baseline")
             self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
                                outermost=parent is None, label=label)
-            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref())
+            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
+                                       attach=registry.attach_path(self.target))
             # Expected dead from before the call: the watcher must not name the fault's own work.
             watcher.expect(entry.id, InEffect(label, None, live.stopped_by(kind, region) if live else frozenset()))
             self._phase = "inject"
@@ -221,7 +227,7 @@ class Drill:
                 capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
-                cut_off=(region,) if kind in CUTS_OFF_REGION and region else (),
+                cut_off=(region,) if fk.cuts_off_region and region else (),
                 control_plane_source=observer.sources.control_plane is not None,
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
             )
@@ -332,9 +338,8 @@ class Drill:
             DrillRefused: the target cannot plan without acting (it would inject for real).
         """
         action = f"{kind} {region or ''}".strip()
-        plan_fault = getattr(self.target, "plan_fault", None)  # optional: (inject, revert) as words
-        if callable(plan_fault):
-            inject, revert = plan_fault(kind, region, params)
+        if isinstance(self.target, FaultPlanner):
+            inject, revert = self.target.plan_fault(kind, region, params)
         elif getattr(self.target, "dry_run", False) is True:
             # kind/kube in dry-run print and record every API call and make none.
             self.target.inject(kind, region, dict(params))
@@ -470,7 +475,7 @@ class Drill:
         """
         res = fault.result
         res.switchover_observed = True
-        if fault.region is None or not CATALOGUE[fault.window.kind].takes_region_out:
+        if fault.region is None or not self.faults[fault.window.kind].takes_region_out:
             raise FaultError(f"{fault.window.kind} removes no region; use drill.observe(fault, seconds)")
         timeout = timeout if timeout is not None else (
             self.slo.switchover_limit + self.dns_ttl + self.slo.recovery_window + 5)

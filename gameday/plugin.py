@@ -26,6 +26,23 @@ SETTINGS_KEY = pytest.StashKey[Settings]()
 STATE_KEY = pytest.StashKey[gsession.SessionState]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from gameday import hooks  # noqa: PLC0415  (pytest's way: specs are added as the plugin registers)
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_gameday_make_target(config: pytest.Config, name: str, topology: Any, settings: Settings,
+                               workdir: Any) -> Any:
+    """The built-in targets, when no conftest or plugin answered *name* first."""
+    return gsession.builtin_target(name, topology, settings, workdir)
+
+
+def pytest_gameday_target_names(config: pytest.Config) -> list[str]:
+    return gsession.builtin_target_names()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gameday", "gameday: failover game days and conformance checks")
     for opt in OPTIONS:
@@ -91,7 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "e.g. conformance('R2', 'a 1-2 probe blip moves no traffic'); summarised at the end of the run",
     )
     try:
-        settings = resolve(lambda opt: _raw_option(config, opt))
+        settings = resolve(lambda opt: _raw_option(config, opt), targets=gsession.target_names(config))
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     # Workers of pytest-xdist must share the controller's seed so picks are reproducible.

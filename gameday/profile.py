@@ -122,6 +122,9 @@ class FaultSpec(_Model):
 
     inject: Command
     revert: Command
+    takes_region_out: bool | None = Field(None, strict=True)
+    """Only for a fault of the profile's own: it takes its region out of service (switchover
+    is then measured). A fault gameday knows (``gateway_down``) keeps its own meaning."""
 
 
 FaultTable = dict[str, FaultSpec]
@@ -135,6 +138,9 @@ def _check_fault_names(faults: FaultTable, where: str, *, regional: bool) -> Non
         kind = CATALOGUE.get(name)
         if kind is None:
             continue  # a fault of the profile's own: it is run by name with target.inject
+        if faults[name].takes_region_out is not None:
+            raise ValueError(f"{where}.{name}.takes_region_out: {name} is a fault gameday knows; its meaning is "
+                             "fixed (leave takes_region_out out)")
         if regional and not kind.needs_region:
             raise ValueError(f"{where}.{name}: {name} takes no region; put it under the top-level faults")
         if not regional and kind.needs_region:

@@ -33,7 +33,8 @@ from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
 from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
-from gameday.settings import Settings
+from gameday.settings import TARGET_HELP, Settings
+from gameday.targets import registry
 from gameday.targets.base import Target
 from gameday.topology import Topology, load_topology
 from gameday.verdicts.result import DrillResult
@@ -192,42 +193,65 @@ class _ShieldedTarget:
 
 
 # -- targets ---------------------------------------------------------------------------------------------
-def make_target(state: SessionState, workdir: Path) -> Target:
-    """Build the configured target (not yet up)."""
+def builtin_target_names() -> list[str]:
+    return registry.names()
+
+
+def builtin_target(name: str, topology: Topology, settings: Settings, workdir: Path) -> Target | None:
+    """The built-in target *name* (the hook's fallback), or None when there is none."""
+    return registry.make(name, topology, settings, workdir) if name in registry.REGISTRY else None
+
+
+def target_names(config: pytest.Config) -> list[str]:
+    """Every target name ``--gameday-target`` accepts: the built-ins and the hooks' names."""
+    answers = config.hook.pytest_gameday_target_names(config=config)
+    return sorted({str(n) for names in answers for n in names})
+
+
+def make_target(state: SessionState, workdir: Path, config: pytest.Config | None = None) -> Target:
+    """Build the configured target (not yet up): the ``pytest_gameday_make_target`` hook
+    answers first (a conftest's or plugin's target), then the built-ins (no *config*: only
+    the built-ins).
+
+    Tools, kubeconfig contexts, the allow-list or a profile are checked by the target's
+    factory here, when it is built, so a missing piece fails the run before anything is
+    created or broken.
+
+    Raises:
+        pytest.UsageError: the factory refused (its message), no implementation answered
+            the name, or the answer is not a target.
+    """
     assert state.topology is not None
-    name = state.settings.target
-    if name == "local":
-        from gameday.targets.local import LocalTarget  # noqa: PLC0415
-
-        return LocalTarget(state.topology, workdir)
-    # kind/kube: tools, kubeconfig contexts and the allow-list are checked here, when the
-    # target is built, so a missing piece fails the run before anything is created or broken.
-    s = state.settings
+    name, s = state.settings.target, state.settings
     try:
-        if name == "external":
-            from gameday.targets.external import ExternalTarget  # noqa: PLC0415
-
-            assert state.profile is not None  # prepare() loaded it
-            # Its command log goes beside the run's figures: it is part of the report.
-            return ExternalTarget(state.profile, state.run_dir)
-        if name == "kind":
-            from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
-
-            return KindTarget(state.topology, workdir, dry_run=s.dry_run)
-        if name == "kube":
-            from gameday.targets.kube import KubeTarget  # noqa: PLC0415  (imports kubernetes)
-
-            return KubeTarget(state.topology, workdir, allow=s.allow_context, dry_run=s.dry_run)
+        if config is None:
+            target = builtin_target(name, state.topology, s, workdir)
+        else:
+            target = config.hook.pytest_gameday_make_target(config=config, name=name, topology=state.topology,
+                                                            settings=s, workdir=workdir)
     except GamedayError as exc:
         raise pytest.UsageError(f"gameday: --gameday-target={name}: {exc}") from exc
-    raise pytest.UsageError(f"gameday: --gameday-target={name}: unknown target; expected local, kind, kube or external")
+    if target is None:
+        known = target_names(config) if config is not None else registry.names()
+        raise pytest.UsageError(f"gameday: --gameday-target={name}: unknown target; expected one of "
+                                f"{', '.join(known)}, or {TARGET_HELP}")
+    if not isinstance(target, Target):
+        missing = [m for m in _TARGET_MEMBERS if not hasattr(target, m)]
+        raise pytest.UsageError(f"gameday: --gameday-target={name}: the pytest_gameday_make_target hook returned "
+                                f"{type(target).__qualname__}, which is not a gameday Target (missing: "
+                                f"{', '.join(missing)}; see gameday.targets.base.Target)")
+    return target
+
+
+# What the protocol declares (its methods and attributes), named when an answer lacks some.
+_TARGET_MEMBERS = (*Target.__annotations__, *(n for n in vars(Target) if not n.startswith("_")))
 
 
 @contextmanager
 def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
     workdir = state.settings.reports / ".gameday" / "federations" / f"{worker}-{run_token()}"
-    target = make_target(state, workdir)
+    target = make_target(state, workdir, config)
     try:
         target.up()
         target.deploy()

@@ -17,16 +17,17 @@ import argparse
 import math
 import os
 import random
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from gameday.errors import ConfigError
 from gameday.userinput import shown
 
-TargetName = Literal["local", "kind", "kube", "external"]
-TARGETS: tuple[str, ...] = ("local", "kind", "kube", "external")
+TARGET_HELP = ("a target plugged in with the pytest_gameday_target_names and pytest_gameday_make_target "
+               "hooks (gameday.hooks)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -140,6 +141,19 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class TargetName:
+    """The form of a target name; whether a target of that name exists is checked by
+    :func:`resolve` against the names the registry and the hooks answer."""
+
+    expected: str = "a target name (letters, digits, '_', '-', '.')"
+
+    def __call__(self, raw: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", raw):
+            raise ValueError(f"expected {self.expected}")
+        return raw
+
+
+@dataclass(frozen=True)
 class Flag:
     expected: str = "true or false (1/0, yes/no, on/off)"
 
@@ -241,8 +255,8 @@ class OptionSpec:
 # before a federation is started rather than as a drill that cannot end.
 _RATIO = Number(False, 0, 1)
 OPTIONS: tuple[OptionSpec, ...] = (
-    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube, external (a "
-               "federation described by --gameday-profile)", Choice(TARGETS)),
+    OptionSpec("target", "where the federation runs: local (embedded, default), kind, kube, external, or a "
+               "target a plugin adds", TargetName()),
     OptionSpec("topology", "topology YAML (default: clusters/local.yaml)", ExistingFile("topology YAML file")),
     OptionSpec("profile", "federation profile YAML for --gameday-target=external: regions, DNS, sources, faults "
                "as commands", ExistingFile("federation profile YAML file")),
@@ -292,13 +306,14 @@ def cli_type(name: str) -> Callable[[str], Any]:
     return parse
 
 
-def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
+def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection[str] | None = None) -> Settings:
     """Build :class:`Settings` from raw option values.
 
     Args:
         get: returns ``(raw value or None, where it came from)`` for an option, already
             applying CLI > ini > env precedence. ``None`` (and an empty ini line list)
             means not set; an empty string is a value, and an error.
+        targets: the target names that exist (the registry's and the hooks'); None: any.
 
     Raises:
         ConfigError: a value is invalid; the message names option, source and value.
@@ -314,6 +329,9 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]]) -> Settings:
             values[opt.name] = tuple(g for item in raw for g in opt.parse(str(item), source))
         else:
             values[opt.name] = opt.parse(str(raw), source)
+        if opt.name == "target" and targets is not None and values[opt.name] not in targets:
+            raise ConfigError(f"--gameday-target ({source}): got {shown(values[opt.name])}, expected one of "
+                              f"{', '.join(sorted(targets))}, or {TARGET_HELP}", field="target")
     target = values.get("target", "local")
     if target == "external" and "profile" not in values:
         raise ConfigError("--gameday-target=external needs a federation profile: --gameday-profile FILE (ini "

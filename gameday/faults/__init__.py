@@ -1,6 +1,9 @@
-"""Faults: the catalogue of what a drill can break, and the ledger that guarantees it is put back."""
+"""Faults: what a drill can break (:data:`FAULTS`, each a :class:`Fault`), and the ledger
+that guarantees it is put back."""
 
-from gameday.faults.catalogue import CATALOGUE, FaultKind, check_fault
+from gameday.faults.catalogue import CATALOGUE, FAULTS, FaultKind, check_fault
 from gameday.faults.ledger import Ledger, LedgerEntry
+from gameday.faults.model import Action, Fault, FaultCall, FaultTable, Param, Table
 
-__all__ = ["CATALOGUE", "FaultKind", "Ledger", "LedgerEntry", "check_fault"]
+__all__ = ["CATALOGUE", "FAULTS", "Action", "Fault", "FaultCall", "FaultKind", "FaultTable", "Ledger",
+           "LedgerEntry", "Param", "Table", "check_fault"]

@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 
 _FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,), "kind": (str,), "region": (str, type(None)), "params": (dict,), "target": (str,),
-    "target_ref": (dict,), "runner_pid": (int,), "created": (int, float),
+    "target_ref": (dict,), "runner_pid": (int,), "created": (int, float), "attach": (str, type(None)),
 }
+_OPTIONAL = ("created", "attach")  # absent in ledgers written before they existed
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class LedgerEntry:
     runner_pid: int
     created: float = field(default_factory=time.time)
     """Unix time the entry was written (just before injection)."""
+    attach: str | None = None
+    """Import path of the target's ``attach`` (``"mypkg.targets:MyTarget.attach"``) for a
+    target that is not built in; None: the registry finds it by :attr:`target` name."""
 
     @property
     def what(self) -> str:
@@ -64,7 +68,7 @@ class LedgerEntry:
             raise ValueError(f"{where}: unknown field(s) {', '.join(map(repr, unknown))[:80]}")
         for name, types in _FIELDS.items():
             if name not in raw:
-                if name == "created":
+                if name in _OPTIONAL:
                     continue
                 raise ValueError(f"{where}: missing field {name!r}")
             value = raw[name]
@@ -154,10 +158,10 @@ class Ledger:
         write_json_atomic(self.path, {"pending": [asdict(e) for e in entries]})
 
     def record(self, kind: str, region: str | None, params: dict[str, Any], target: str,
-               target_ref: dict[str, Any]) -> LedgerEntry:
-        """Write a pending entry; call this before injecting."""
+               target_ref: dict[str, Any], *, attach: str | None = None) -> LedgerEntry:
+        """Write a pending entry; call this before injecting. *attach*: see :attr:`LedgerEntry.attach`."""
         entry = LedgerEntry(uuid.uuid4().hex[:12], kind, region, dict(params), target, dict(target_ref),
-                            os.getpid())
+                            os.getpid(), attach=attach)
         with self._lock:
             self._write([*self._read(), entry])
         _register(self.path)

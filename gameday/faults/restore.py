@@ -24,28 +24,19 @@ from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
 from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.procs import stop_orphaned
 from gameday.statefile import CorruptFile, quarantine
+from gameday.targets import registry
 from gameday.targets.base import Target
 
 
-def attach_target(name: str, ref: dict[str, Any]) -> Target:
-    """Re-attach to a target from a ledger reference."""
-    if name == "local":
-        from gameday.targets.local import LocalTarget  # noqa: PLC0415
+def attach_target(name: str, ref: dict[str, Any], attach: str | None = None) -> Target:
+    """Re-attach to a target from a ledger reference: through the import path of its
+    ``attach`` the ledger recorded (a target that is not built in), else the registry by
+    name (:func:`gameday.targets.registry.attach`).
 
-        return LocalTarget.attach(ref)
-    if name == "kube":
-        from gameday.targets.kube import KubeTarget  # noqa: PLC0415  (imports kubernetes)
-
-        return KubeTarget.attach(ref)
-    if name == "kind":
-        from gameday.targets.kind import KindTarget  # noqa: PLC0415  (imports kubernetes)
-
-        return KindTarget.attach(ref)
-    if name == "external":
-        from gameday.targets.external import ExternalTarget  # noqa: PLC0415
-
-        return ExternalTarget.attach(ref)
-    raise GamedayError(f"cannot restore target {name!r}: not supported in this version")
+    Raises:
+        GamedayError: unknown target, an attach path that cannot be imported, or its failure.
+    """
+    return registry.attach(name, ref, attach)
 
 
 def ledger_path(reports: Path) -> Path:
@@ -104,7 +95,7 @@ def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome)
         done.cleared.append(what)
         return
     try:
-        target = attach_target(entry.target, entry.target_ref)
+        target = attach_target(entry.target, entry.target_ref, entry.attach)
         target.revert(entry.kind, entry.region, dict(entry.params))
         target.check_health(timeout=30)
     except GamedayError as exc:

@@ -1,20 +1,30 @@
 """The target interface: where a federation runs and how the harness reaches and breaks it.
 
-A target is anything that implements :class:`Target`. ``local`` (embedded processes),
-``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig contexts)
-implement it; the drill, the observers and the load generator only ever see this
-interface and the :class:`Endpoints` it returns. A target may also offer the optional
-:class:`Liveness` capability (``local`` does, from its pids; ``kind`` and ``kube`` do not
-yet), which the drill's watcher uses to name a component that dies mid-drill.
+A target is anything that implements :class:`Target`: what *every* target must do (come
+up, deploy, go down, say its regions and endpoints, check its health, inject and revert a
+fault, and give the reference ``gameday restore`` re-attaches from). ``local`` (embedded
+processes), ``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig
+contexts) implement it, and a plugin adds more (:mod:`gameday.hooks`); the drill, the
+observers and the load generator only ever see this interface and the :class:`Endpoints`
+it returns.
+
+What only some targets can do is an optional capability, a small runtime-checkable
+protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher names a
+component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
+(R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
+count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
+own, looked up before the built-in table). A suite test that needs one skips,
+saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from gameday.faults.model import Fault
     from gameday.observers.sources import Sources
 
 LOAD_ROLE = "load"
@@ -164,16 +174,21 @@ class Target(Protocol):
         """Raise :class:`gameday.errors.TargetUnreachable` unless the federation is healthy."""
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        """Inject a catalogue fault (see :mod:`gameday.faults`)."""
+        """Inject fault *kind* of :data:`gameday.faults.FAULTS` (already checked by the drill);
+        record in *params* what :meth:`revert` needs (the ledger keeps it)."""
 
     def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         """Exactly undo :meth:`inject` with the same arguments. Idempotent."""
 
-    def alarm_lines(self) -> Iterator[tuple[str, str]]:
-        """New log lines of the entry nodes since the last call, as ``(node, line)``."""
-
     def ref(self) -> dict[str, Any]:
-        """How ``gameday restore`` re-attaches to this target (written to the ledger)."""
+        """How ``gameday restore`` re-attaches to this target (written to the ledger): the
+        argument of the target's ``attach`` (see :mod:`gameday.targets.registry`)."""
+
+
+# -- optional capabilities: what some targets can do, checked with isinstance -----------------
+@runtime_checkable
+class Reconcilable(Protocol):
+    """A target that can run the control plane's slow full reconciliation pass on demand (R3)."""
 
     def reconcile(self) -> dict[str, Any]:
         """Run the control plane's slow full reconciliation pass now (R3), as its periodic
@@ -181,6 +196,11 @@ class Target(Protocol):
         [...], "version": int, ...}``). Changes nothing by itself: it only folds the regions'
         current slow state (labels, quotas) into the global snapshot.
         Local: ``POST /admin/reconcile`` on the control plane."""
+
+
+@runtime_checkable
+class Releasable(Protocol):
+    """A target that can release the app region by region (R12)."""
 
     def release_plan(self) -> list[str]:
         """The order in which a release updates the regions (R12): a standby region first,
@@ -193,3 +213,39 @@ class Target(Protocol):
         Local: restart the app processes; kind/kube: a rollout restart of the region's app
         Deployment, waiting for ``rollout status``. Raises :class:`gameday.errors.TargetError`
         if an instance does not come back ready."""
+
+
+@runtime_checkable
+class HasAlarmLines(Protocol):
+    """A target that reads its entry nodes' logs (the stale-snapshot alarms, R6)."""
+
+    def alarm_lines(self) -> Iterator[tuple[str, str]]:
+        """New log lines of the entry nodes since the last call, as ``(node, line)``."""
+
+
+@runtime_checkable
+class FaultPlanner(Protocol):
+    """A target that can say what a fault would do without doing it (``--gameday-dry-run``)."""
+
+    def plan_fault(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[str, str]:
+        """``(what inject does, what its exact inverse does)`` in words; nothing is touched."""
+
+
+@runtime_checkable
+class HasFaults(Protocol):
+    """A target that brings faults of its own (e.g. the commands of a federation profile):
+    the drill looks a fault up here first, then in :data:`gameday.faults.FAULTS`."""
+
+    def faults(self) -> Mapping[str, Fault]:
+        """Fault name -> its facts, for the faults this target adds (or redefines)."""
+
+
+CAPABILITIES: dict[type, str] = {
+    Reconcilable: "reconcile",
+    Releasable: "release region by region",
+    HasAlarmLines: "read its entry nodes' alarm lines",
+    Liveness: "tell which components run",
+    FaultPlanner: "plan a fault without injecting it",
+    HasFaults: "bring faults of its own",
+}
+"""Each optional capability and what a target without it cannot do (for skip reasons)."""

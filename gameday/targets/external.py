@@ -14,12 +14,13 @@ profile file has changed or gone since (it says so).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import dns.exception
 import dns.message
@@ -28,6 +29,7 @@ import dns.rcode
 import dns.rdatatype
 
 from gameday.errors import ConfigError, FaultError, TargetError, TargetUnreachable
+from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.observers.sources import (
     AlarmSource,
@@ -42,8 +44,9 @@ from gameday.observers.sources import (
     VersionSource,
 )
 from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
+from gameday.settings import Settings
 from gameday.targets.base import ClientRoute, Endpoints, RegionInfo
-from gameday.topology import MAX_DNS_TTL, Timing
+from gameday.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.userinput import shown
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,10 @@ log = logging.getLogger(__name__)
 REACH_TIMEOUT = 1.0
 """Seconds one reachability probe (a DNS query, a TCP connect) may take: a healthy federation
 answers in milliseconds; a second tolerates a loaded machine without stalling ``up()``."""
+
+UP_TIMEOUT = 10.0
+"""Seconds :meth:`ExternalTarget.up` keeps trying: a reachable federation on a busy machine
+may miss one probe's second; one that stays unreachable for 10 s is not a blip."""
 
 _REVERT_KEY = "revert"
 """Params key of the recorded revert command (in the ledger entry)."""
@@ -87,6 +94,41 @@ class ExternalTarget:
     @classmethod
     def from_file(cls, path: str | Path, workdir: Path | None = None) -> ExternalTarget:
         return cls(load_profile(path), workdir)
+
+    @classmethod
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> ExternalTarget:
+        """The registry's factory (:mod:`gameday.targets.registry`): the profile of
+        ``--gameday-profile`` (*topology* is derived from it and not needed here).
+
+        Raises:
+            ConfigError: no profile was given, or it is invalid.
+        """
+        if settings.profile is None:
+            raise ConfigError("the external target needs a federation profile: --gameday-profile FILE",
+                              field="profile")
+        return cls(load_profile(settings.profile), workdir)
+
+    def faults(self) -> Mapping[str, Fault]:
+        """The profile's faults (:class:`~gameday.targets.base.HasFaults`): a built-in name
+        keeps its meaning (``gateway_down`` takes its region out) but takes no parameters
+        (a command is fixed); a name of the profile's own takes no region out unless its
+        ``takes_region_out`` says so."""
+        p = self.profile
+        out: dict[str, Fault] = {}
+        tables = [(None, p.faults)] + [(r.name, r.faults) for r in p.regions]
+        for region, table in tables:
+            for name, spec in table.items():
+                if name in out:
+                    continue
+                known = FAULTS.get(name)
+                if known is not None:
+                    out[name] = dataclasses.replace(known, params=())
+                else:
+                    inject = command_spec(spec.inject, Path()).display
+                    out[name] = Fault(name=name, needs_region=region is not None,
+                                      takes_region_out=bool(spec.takes_region_out),
+                                      description=f"the profile's commands: {inject}, and its revert")
+        return out
 
     # -- ledger --------------------------------------------------------------------------------------
     def ref(self) -> dict[str, Any]:
@@ -134,7 +176,7 @@ class ExternalTarget:
         Raises:
             TargetUnreachable: naming every part that is not (the DNS server, a gateway).
         """
-        problems = self._problems()
+        problems = self._problems_for(UP_TIMEOUT)
         if problems:
             raise TargetUnreachable(f"external federation {self.profile.name} ({self.loaded.path}) is not "
                                     f"reachable: {'; '.join(problems)}; nothing was injected")
@@ -247,14 +289,18 @@ class ExternalTarget:
         Raises:
             TargetUnreachable: naming what is not reachable.
         """
+        problems = self._problems_for(timeout)
+        if problems:
+            raise TargetUnreachable(f"external federation {self.profile.name} is not healthy after "
+                                    f"{timeout:g} s: {'; '.join(problems)}")
+
+    def _problems_for(self, timeout: float) -> list[str]:
+        """What stayed unreachable for *timeout* seconds (empty: all reachable once)."""
         deadline = time.monotonic() + timeout
         while True:
             problems = self._problems()
-            if not problems:
-                return
-            if time.monotonic() >= deadline:
-                raise TargetUnreachable(f"external federation {self.profile.name} is not healthy after "
-                                        f"{timeout:g} s: {'; '.join(problems)}")
+            if not problems or time.monotonic() >= deadline:
+                return problems
             time.sleep(0.2)
 
     # -- faults --------------------------------------------------------------------------------------------
@@ -342,22 +388,3 @@ class ExternalTarget:
             fault = CommandFault(what, spec, spec, on_run=self._ran)
         fault.revert()
         params[_REVERTED_KEY] = True
-
-    # -- observation by sources only -----------------------------------------------------------------
-    def alarm_lines(self) -> Iterator[tuple[str, str]]:
-        """None: an external federation's alarms come from its profile's alarm sources."""
-        return iter(())
-
-    # -- conformance-only abilities the external target does not have ---------------------------------
-    def _no(self, what: str) -> NoReturn:
-        raise TargetError(f"the external target has no {what} capability: a profile describes faults as commands "
-                          "and sources to read, not how to drive the federation's control plane or releases")
-
-    def reconcile(self) -> dict[str, Any]:
-        self._no("reconcile (run the control plane's full reconciliation pass)")
-
-    def release_plan(self) -> list[str]:
-        self._no("release_plan (the order a release updates the regions)")
-
-    def rollout_region(self, region: str) -> None:
-        self._no("rollout_region (roll one region's app)")

@@ -4,34 +4,13 @@ Every deploy, fault, revert and teardown is first planned here as a list of :cla
 (no ``kubernetes`` import, no I/O); :mod:`gameday.targets.kube` only executes a plan, or
 in dry-run mode records it. The tests check the plans (exact inverses, allow-list).
 
-How each catalogue fault is done on Kubernetes ("hook" = a POST to the fedapp's own
-fault endpoint on every matching pod, through the API server's pod proxy; the same hooks
-the local target uses):
-
-==================  ===========================================================================
-kind                inject / revert
-==================  ===========================================================================
-gateway_down        scale Deployment ``gateway`` of the region to 0 (the replica count is
-                    recorded in params as ``replicas``) / scale back to it
-gateway_hung        NetworkPolicy selecting the gateway pods, Ingress with no rule: packets
-                    are dropped, connections hang / delete it
-region_blackhole    NetworkPolicy selecting every pod of the region, Ingress and Egress with
-                    no rule ("pulling the cable") / delete it
-control_plane_down  scale Deployment ``controlplane`` (global) to 0 / scale back
-bus_down            scale StatefulSet ``nats`` (global) to 0; JetStream stays on its PVC /
-                    scale back
-sync_delay          hook ``{"broadcast_delay": seconds}`` on the control plane (the old delay
-                    is recorded as ``previous``) / hook the old delay
-probe_flap          hook ``{"readyz": "flap", period, down}`` on the gateways / ``{"readyz": "ok"}``
-gateway_blip        hook ``{"readyz": "fail", seconds}`` on the gateways / ``{"readyz": "ok"}``
-gateway_unready     hook ``{"readyz": "fail"}`` on the gateways / ``{"readyz": "ok"}``
-instances_unready   hook ``{"readyz": "fail"}`` on every app instance / ``{"readyz": "ok"}``
-instances_hung      NetworkPolicy selecting the app pods, Ingress with no rule / delete it
-proxy_cut_off       hook ``{"drop_broadcasts": true}`` on the proxies / ``false``
-region_labels       ``POST /admin/slow {"labels": ...}`` on the agent (the old labels are
-                    recorded as ``previous``) / put them back, then the control plane's
-                    full reconciliation pass (``/admin/reconcile``)
-==================  ===========================================================================
+How each fault of :data:`gameday.faults.FAULTS` is done on Kubernetes is one entry of
+:data:`K8S_ACTIONS`: scale a workload to 0 and back (:class:`Scale`), a NetworkPolicy with
+no rule and its deletion (:class:`DenyPolicy`), a POST to the fedapp's own fault hook on
+every matching pod through the API server's pod proxy, the same hooks the local target
+uses (:class:`Hook`), the broadcast delay and an agent's labels with the old value recorded
+(:class:`BroadcastDelay`, :class:`AgentLabels`). Each entry's ``inject`` and ``revert``
+are exact inverses; ``reads`` says what must be read from the live clusters first.
 
 Hooks live in the pods' memory: a pod restarted during a fault comes back healthy, and the
 revert (idempotent) still succeeds.
@@ -46,9 +25,11 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from gameday.errors import ConfigError, FaultError, TargetError
+from gameday.faults.catalogue import FAULTS
+from gameday.faults.model import FaultCall, Table
 from gameday.targets import k8s_objects as o
 from gameday.targets import manifests as m
 from gameday.topology import GLOBAL_CLUSTER, Topology
@@ -108,72 +89,21 @@ class Observed:
     @classmethod
     def desired(cls, topology: Topology) -> Observed:
         """The state the manifests declare (dry-run: nothing is read from a cluster)."""
-        reps = {(c, k, n): o.REPLICAS[n] for c, k, n in _SCALED.values() if c == GLOBAL_CLUSTER}
-        for r in topology.regions:
-            reps[(r.name, "Deployment", "gateway")] = o.REPLICAS["gateway"]
+        reps: dict[tuple[str, str, str], int] = {}
+        for a in K8S_ACTIONS.values():
+            if isinstance(a, Scale):  # every workload a fault scales, as the manifests declare it
+                for c in [a.cluster] if a.cluster else [r.name for r in topology.regions]:
+                    reps[(c, a.kind, a.name)] = o.REPLICAS[a.name]
         labels = {r.name: dict(r.labels) for r in topology.regions}
         return cls(reps, topology.control_plane.broadcast_delay, labels)
 
 
-# fault kind -> (cluster or "" for the fault's region, workload kind, workload name)
-_SCALED: dict[str, tuple[str, str, str]] = {
-    "gateway_down": ("", "Deployment", "gateway"),
-    "control_plane_down": (GLOBAL_CLUSTER, "Deployment", "controlplane"),
-    "bus_down": (GLOBAL_CLUSTER, "StatefulSet", "nats"),
-}
-# fault kind -> (NetworkPolicy name, component selected or None for every pod, policy types)
-_POLICY: dict[str, tuple[str, str | None, list[str]]] = {
-    "gateway_hung": ("gameday-fault-gateway-hung", "gateway", ["Ingress"]),
-    "instances_hung": ("gameday-fault-instances-hung", "app", ["Ingress"]),
-    "region_blackhole": ("gameday-fault-region-blackhole", None, ["Ingress", "Egress"]),
-}
-_OK = {"readyz": "ok"}
-# fault kind -> (component, inject body from params, revert body); app instances are per pod
-_HOOKS: dict[str, tuple[str, Callable[[Mapping[str, Any]], dict[str, Any]], dict[str, Any]]] = {
-    "probe_flap": (
-        "gateway",
-        lambda p: {
-            "readyz": "flap",
-            "period": float(p.get("period", 1.0)),
-            "down": float(p.get("down", 0.3)),
-        },
-        _OK,
-    ),
-    "gateway_blip": (
-        "gateway",
-        lambda p: {"readyz": "fail", "seconds": _param(p, "gateway_blip", "seconds")},
-        _OK,
-    ),
-    "gateway_unready": ("gateway", lambda p: {"readyz": "fail"}, _OK),
-    "instances_unready": ("app", lambda p: {"readyz": "fail"}, _OK),
-    "proxy_cut_off": ("proxy", lambda p: {"drop_broadcasts": True}, {"drop_broadcasts": False}),
-}
 _PORTS = {
     "gateway": o.GATEWAY_PORT,
     "proxy": o.PROXY_PORT,
     "agent": o.AGENT_PORT,
     "controlplane": o.CONTROL_PLANE_PORT,
 }
-
-
-def _param(params: Mapping[str, Any], kind: str, name: str) -> float:
-    if name not in params:
-        raise ConfigError(f"fault {kind!r} needs the parameter {name!r}")
-    return float(params[name])
-
-
-def scaled_workload(kind: str, region: str | None) -> tuple[str, str, str] | None:
-    """The (cluster, kind, name) a scale fault acts on, or None for other faults."""
-    t = _SCALED.get(kind)
-    if t is None:
-        return None
-    return (t[0] or _need_region(kind, region), t[1], t[2])
-
-
-def _need_region(kind: str, region: str | None) -> str:
-    if region is None:
-        raise ConfigError(f"fault {kind!r} needs a region")
-    return region
 
 
 def check_allowed(contexts: Mapping[str, str], patterns: Sequence[str]) -> None:
@@ -232,22 +162,6 @@ def plan_down(topology: Topology, only: Sequence[str] | None = None) -> list[Op]
 
 
 # -- faults -----------------------------------------------------------------------------------------
-def _policy(topology: Topology, region: str, kind: str) -> dict[str, Any]:
-    name, component, types = _POLICY[kind]
-    pod_selector: dict[str, Any] = {"matchLabels": o.selector(topology, component)} if component else {}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {
-            "name": name,
-            "namespace": o.NAMESPACE,
-            "labels": {**o.labels(topology, region), LABEL_FAULT: kind},
-        },
-        # no ingress/egress rules: everything the policy selects is denied
-        "spec": {"podSelector": pod_selector, "policyTypes": types},
-    }
-
-
 def _hooks(topology: Topology, region: str, component: str, body: dict[str, Any]) -> list[Op]:
     """Hook ops for *component* of *region*: one for a Deployment's pods, one per app instance
     (each instance listens on its own port)."""
@@ -297,94 +211,233 @@ def _admin(
     )
 
 
+@dataclass(frozen=True)
+class Reads:
+    """What a fault's injection needs read from the live clusters first (into :class:`Observed`)."""
+
+    workload: tuple[str, str, str] | None = None
+    """(cluster, kind, name) whose replica count is recorded."""
+    broadcast_delay: bool = False
+    labels_of: str | None = None
+    """The region whose agent's labels are recorded."""
+
+
+class K8sAction(Protocol):
+    """How the kind/kube targets do one fault, as plans: inject plus its exact inverse."""
+
+    def reads(self, call: FaultCall) -> Reads:
+        """What :meth:`inject` needs observed (the kube target reads it; dry run: the declared state)."""
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        """The operations that inject the fault; records in ``call.params`` what the revert needs.
+
+        Raises:
+            ConfigError: a parameter or the region is missing.
+            FaultError: the fault is already in effect.
+        """
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        """The operations that exactly undo :meth:`inject` (idempotent). When what the
+        injection recorded was lost (runner killed before the ledger update), they restore
+        what the manifests and the topology declare."""
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Scale a workload to 0 (the replica count recorded as ``replicas``) / back to it."""
+
+    cluster: str | None
+    """The cluster (``global``), or None for the fault's region."""
+    kind: str
+    name: str
+
+    def workload(self, call: FaultCall) -> tuple[str, str, str]:
+        return (self.cluster or call.need_region(), self.kind, self.name)
+
+    def reads(self, call: FaultCall) -> Reads:
+        return Reads(workload=self.workload(call))
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        cluster, wkind, name = scaled = self.workload(call)
+        now = observed.replicas.get(scaled)
+        if now is None:
+            raise FaultError(f"{call.name}: {wkind} {o.NAMESPACE}/{name} not found in cluster {cluster!r}")
+        if now == 0:
+            raise FaultError(
+                f"{call.name}: {wkind} {o.NAMESPACE}/{name} in cluster {cluster!r} already has 0 replicas "
+                "(another fault in effect? run `gameday restore`); nothing was injected"
+            )
+        call.params["replicas"] = now  # the revert scales back to exactly this
+        return [Op(verb="scale", cluster=cluster, kind=wkind, name=name, replicas=0)]
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        cluster, wkind, name = self.workload(call)
+        replicas = int(call.params.get("replicas", o.REPLICAS[name]))
+        return [Op(verb="scale", cluster=cluster, kind=wkind, name=name, replicas=replicas)]
+
+
+@dataclass(frozen=True)
+class DenyPolicy:
+    """A NetworkPolicy with no rule selecting *component*'s pods (None: every pod of the
+    region): everything it selects is dropped / delete it."""
+
+    name: str
+    component: str | None
+    types: tuple[str, ...]
+
+    def reads(self, call: FaultCall) -> Reads:
+        return Reads()
+
+    def body(self, topology: Topology, call: FaultCall) -> dict[str, Any]:
+        region = call.need_region()
+        pod_selector: dict[str, Any] = (
+            {"matchLabels": o.selector(topology, self.component)} if self.component else {}
+        )
+        return {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": {
+                "name": self.name,
+                "namespace": o.NAMESPACE,
+                "labels": {**o.labels(topology, region), LABEL_FAULT: call.name},
+            },
+            # no ingress/egress rules: everything the policy selects is denied
+            "spec": {"podSelector": pod_selector, "policyTypes": list(self.types)},
+        }
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        return [Op(verb="apply", cluster=call.need_region(), kind="NetworkPolicy", name=self.name,
+                   body=self.body(topology, call))]
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        return [Op(verb="delete", cluster=call.need_region(), kind="NetworkPolicy", name=self.name)]
+
+
+@dataclass(frozen=True)
+class Hook:
+    """The fedapp's own fault hook on every pod of *component* in the region (the hooks the
+    local target uses): the body built from the call / the *off* body."""
+
+    component: str
+    on: Callable[[FaultCall], dict[str, Any]]
+    off: Mapping[str, Any]
+
+    def reads(self, call: FaultCall) -> Reads:
+        return Reads()
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        return _hooks(topology, call.need_region(), self.component, self.on(call))
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        return _hooks(topology, call.need_region(), self.component, dict(self.off))
+
+
+@dataclass(frozen=True)
+class BroadcastDelay:
+    """Hook ``{"broadcast_delay": seconds}`` on the control plane (the old delay recorded as
+    ``previous``) / hook the old delay (the topology's if the record was lost)."""
+
+    def reads(self, call: FaultCall) -> Reads:
+        return Reads(broadcast_delay=True)
+
+    def _op(self, topology: Topology, seconds: float) -> Op:
+        return _admin(GLOBAL_CLUSTER, "controlplane", topology, o.CONTROL_PLANE_PORT, {"broadcast_delay": seconds})
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        call.params["previous"] = observed.broadcast_delay
+        return [self._op(topology, float(call.value("seconds")))]
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        return [self._op(topology, float(call.params.get("previous", topology.control_plane.broadcast_delay)))]
+
+
+@dataclass(frozen=True)
+class AgentLabels:
+    """``POST /admin/slow {"labels": ...}`` on the region's agent (the old labels recorded as
+    ``previous``) / put them back (the declared ones if lost), then the full pass (R3)."""
+
+    def reads(self, call: FaultCall) -> Reads:
+        return Reads(labels_of=call.need_region())
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        r = call.need_region()
+        labels = call.value("labels")
+        if not isinstance(labels, dict):
+            raise ConfigError(
+                f"fault 'region_labels' needs the parameter 'labels' (a mapping), got {labels!r}"
+            )
+        call.params["previous"] = dict(observed.labels.get(r, {}))
+        return [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": dict(labels)}, path="/admin/slow")]
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        r = call.need_region()
+        old_labels = dict(call.params.get("previous", topology.region(r).labels))
+        ops = [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": old_labels}, path="/admin/slow")]
+        return [*ops, *plan_reconcile(topology)]
+
+
+_OK = {"readyz": "ok"}
+
+
+def _readyz(mode: str, *timed: str) -> Callable[[FaultCall], dict[str, Any]]:
+    return lambda call: {"readyz": mode, **{p: float(call.value(p)) for p in timed}}
+
+
+K8S_ACTIONS: Table[K8sAction] = Table("kube fault action", {
+    "gateway_down": Scale(None, "Deployment", "gateway"),
+    "gateway_hung": DenyPolicy("gameday-fault-gateway-hung", "gateway", ("Ingress",)),
+    "region_blackhole": DenyPolicy("gameday-fault-region-blackhole", None, ("Ingress", "Egress")),
+    "control_plane_down": Scale(GLOBAL_CLUSTER, "Deployment", "controlplane"),
+    "bus_down": Scale(GLOBAL_CLUSTER, "StatefulSet", "nats"),
+    "sync_delay": BroadcastDelay(),
+    "probe_flap": Hook("gateway", _readyz("flap", "period", "down"), _OK),
+    "gateway_blip": Hook("gateway", _readyz("fail", "seconds"), _OK),
+    "gateway_unready": Hook("gateway", _readyz("fail"), _OK),
+    "instances_unready": Hook("app", _readyz("fail"), _OK),
+    "instances_hung": DenyPolicy("gameday-fault-instances-hung", "app", ("Ingress",)),
+    "proxy_cut_off": Hook("proxy", lambda call: {"drop_broadcasts": True}, {"drop_broadcasts": False}),
+    "region_labels": AgentLabels(),
+})
+"""Fault name -> how the kind and kube targets plan it (see the module docstring)."""
+
+
+def fault_call(kind: str, region: str | None, params: dict[str, Any]) -> tuple[K8sAction, FaultCall]:
+    """The action and call for *kind*.
+
+    Raises:
+        ConfigError: *kind* is not a fault, or has no kube action.
+    """
+    fault = FAULTS.get(kind)
+    action = K8S_ACTIONS.get(kind)
+    if fault is None or action is None:
+        raise ConfigError(f"kube target: unknown fault {kind!r}" + (
+            "" if fault is None else "; register its plan with gameday.targets.k8s_plan.K8S_ACTIONS"))
+    return action, FaultCall(fault, region, params)
+
+
 def plan_inject(
     topology: Topology, kind: str, region: str | None, params: dict[str, Any], observed: Observed
 ) -> list[Op]:
     """The operations that inject *kind*; records in *params* what the revert needs.
 
     Raises:
-        ConfigError: unknown fault kind or missing region.
+        ConfigError: unknown fault kind, missing region or parameter.
         FaultError: the fault is already in effect (a workload already at 0 replicas).
     """
-    scaled = scaled_workload(kind, region)
-    if scaled is not None:
-        cluster, wkind, name = scaled
-        now = observed.replicas.get(scaled)
-        if now is None:
-            raise FaultError(f"{kind}: {wkind} {o.NAMESPACE}/{name} not found in cluster {cluster!r}")
-        if now == 0:
-            raise FaultError(
-                f"{kind}: {wkind} {o.NAMESPACE}/{name} in cluster {cluster!r} already has 0 replicas "
-                "(another fault in effect? run `gameday restore`); nothing was injected"
-            )
-        params["replicas"] = now  # the revert scales back to exactly this
-        return [Op(verb="scale", cluster=cluster, kind=wkind, name=name, replicas=0)]
-    if kind in _POLICY:
-        r = _need_region(kind, region)
-        return [
-            Op(
-                verb="apply",
-                cluster=r,
-                kind="NetworkPolicy",
-                name=_POLICY[kind][0],
-                body=_policy(topology, r, kind),
-            )
-        ]
-    if kind in _HOOKS:
-        component, inject, _ = _HOOKS[kind]
-        return _hooks(topology, _need_region(kind, region), component, inject(params))
-    if kind == "sync_delay":
-        params["previous"] = observed.broadcast_delay
-        seconds = float(params.get("seconds", 0.0))
-        return [
-            _admin(
-                GLOBAL_CLUSTER, "controlplane", topology, o.CONTROL_PLANE_PORT, {"broadcast_delay": seconds}
-            )
-        ]
-    if kind == "region_labels":
-        r = _need_region(kind, region)
-        labels = params.get("labels")
-        if not isinstance(labels, dict):
-            raise ConfigError(
-                f"fault 'region_labels' needs the parameter 'labels' (a mapping), got {labels!r}"
-            )
-        params["previous"] = dict(observed.labels.get(r, {}))
-        return [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": dict(labels)}, path="/admin/slow")]
-    raise ConfigError(f"kube target: unknown fault {kind!r}")
+    action, call = fault_call(kind, region, params)
+    return action.inject(topology, call, observed)
 
 
 def plan_revert(topology: Topology, kind: str, region: str | None, params: Mapping[str, Any]) -> list[Op]:
-    """The operations that exactly undo :func:`plan_inject` (idempotent: safe to repeat).
+    """The operations that exactly undo :func:`plan_inject` (idempotent: safe to repeat)."""
+    action, call = fault_call(kind, region, dict(params))
+    return action.revert(topology, call)
 
-    When what the injection recorded in *params* was lost (runner killed between the
-    injection and the ledger update), the revert restores what the manifests and the
-    topology declare: the replica count, the broadcast delay, the agent's labels.
-    """
-    scaled = scaled_workload(kind, region)
-    if scaled is not None:
-        cluster, wkind, name = scaled
-        replicas = int(params.get("replicas", o.REPLICAS[name]))
-        return [Op(verb="scale", cluster=cluster, kind=wkind, name=name, replicas=replicas)]
-    if kind in _POLICY:
-        r = _need_region(kind, region)
-        return [Op(verb="delete", cluster=r, kind="NetworkPolicy", name=_POLICY[kind][0])]
-    if kind in _HOOKS:
-        component, _, revert = _HOOKS[kind]
-        return _hooks(topology, _need_region(kind, region), component, dict(revert))
-    if kind == "sync_delay":
-        previous = float(params.get("previous", topology.control_plane.broadcast_delay))
-        return [
-            _admin(
-                GLOBAL_CLUSTER, "controlplane", topology, o.CONTROL_PLANE_PORT, {"broadcast_delay": previous}
-            )
-        ]
-    if kind == "region_labels":
-        r = _need_region(kind, region)
-        # the old labels lost (runner killed before the ledger update): the declared ones
-        old_labels = dict(params.get("previous", topology.region(r).labels))
-        ops = [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": old_labels}, path="/admin/slow")]
-        return [*ops, *plan_reconcile(topology)]
-    raise ConfigError(f"kube target: unknown fault {kind!r}")
+
+def reads(kind: str, region: str | None) -> Reads:
+    """What :func:`plan_inject` of *kind* needs read from the live clusters."""
+    action, call = fault_call(kind, region, {})
+    return action.reads(call)
 
 
 # -- releases (R12) -----------------------------------------------------------------------------------

@@ -28,10 +28,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from gameday.errors import TargetError
 from gameday.observers.sources import Sources
+from gameday.settings import Settings
 from gameday.targets import k8s_files as f
 from gameday.targets import k8s_objects as o
 from gameday.targets import manifests as m
@@ -210,7 +211,12 @@ class KindTarget:
         )
 
     @classmethod
-    def attach(cls, ref: dict[str, Any]) -> KindTarget:
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
+        """The registry's factory: tools are checked here, before anything is created."""
+        return cls(topology, workdir, dry_run=settings.dry_run)
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (``gameday restore``): no tool checks, no creation."""
         kube = KubeTarget.attach(ref["kube"])
         t = cls(

@@ -24,12 +24,13 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
 from gameday.observers.sources import LineFeedAlarms, Sources
+from gameday.settings import Settings
 from gameday.targets import k8s_objects as o
 from gameday.targets import k8s_plan as plan
 from gameday.targets import manifests as m
@@ -96,7 +97,12 @@ class KubeTarget:
         self._log_next = 0.0
 
     @classmethod
-    def attach(cls, ref: dict[str, Any]) -> KubeTarget:
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
+        """The registry's factory: the allow-list and dry run from the settings."""
+        return cls(topology, workdir, allow=settings.allow_context, dry_run=settings.dry_run)
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (for ``gameday restore``). The allow-list
         recorded when the fault was injected is checked again."""
         return cls(
@@ -227,13 +233,13 @@ class KubeTarget:
         delay = self.topology.control_plane.broadcast_delay
         labels: dict[str, dict[str, str]] = {}
         try:
-            scaled = plan.scaled_workload(kind, region)
-            if scaled is not None:
-                reps[scaled] = self.clusters.read_replicas(*scaled)
-            if kind == "sync_delay":
+            need = plan.reads(kind, region)
+            if need.workload is not None:
+                reps[need.workload] = self.clusters.read_replicas(*need.workload)
+            if need.broadcast_delay:
                 delay = float(self._status(GLOBAL_CLUSTER, "controlplane").get("broadcast_delay", delay))
-            if kind == "region_labels" and region is not None:
-                labels[region] = dict(self._status(region, "agent")["slow"]["labels"])
+            if need.labels_of is not None:
+                labels[need.labels_of] = dict(self._status(need.labels_of, "agent")["slow"]["labels"])
         except (*API_ERRORS, TargetError, KeyError, TypeError, ValueError) as exc:
             raise FaultError(
                 f"{kind} {region or ''}: reading the current state failed, nothing was injected: {exc!r}"

@@ -4,55 +4,27 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
 from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
+from gameday.faults.catalogue import FAULTS
+from gameday.faults.model import FaultCall
 from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
+from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Endpoints, RegionInfo
+from gameday.targets.local_faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.topology import Topology
 
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
-
-STOPS: dict[str, tuple[str, signal.Signals]] = {
-    "gateway_down": ("gateway-{region}", signal.SIGTERM),
-    "control_plane_down": ("controlplane", signal.SIGKILL),
-    "bus_down": ("nats", signal.SIGKILL),
-}
-"""Faults that stop one component: its name (``{region}`` filled in) and the signal; the
-revert starts it again. One table for inject, revert and :meth:`LocalTarget.stopped_by`
-(the watcher must not mistake the fault's own work for a casualty)."""
-
-
-_FAULT_PLAN: dict[str, tuple[str, str]] = {
-    # kind: (what inject does, what revert does) - the dry-run plan; keep it beside inject/revert.
-    "gateway_down": ("stop {gateway} (SIGTERM)", "start {gateway} again on the same address and port"),
-    "gateway_hung": ("freeze {gateway} (SIGSTOP)", "resume {gateway} (SIGCONT)"),
-    "region_blackhole": ("freeze every process of region {region} (SIGSTOP): {components}",
-                         "resume them (SIGCONT): {components}"),
-    "control_plane_down": ("kill controlplane (SIGKILL)", "start controlplane again"),
-    "bus_down": ("kill nats (SIGKILL; its JetStream state on disk survives)", "start nats again"),
-    "sync_delay": ("hold each control-plane broadcast back {seconds} s (the current delay is recorded)",
-                   "set the recorded broadcast delay again"),
-    "probe_flap": ("make {gateway}'s /readyz fail {down} s out of every {period} s", "make {gateway}'s /readyz pass"),
-    "gateway_blip": ("make {gateway}'s /readyz fail once for {seconds} s", "make {gateway}'s /readyz pass"),
-    "gateway_unready": ("make {gateway}'s /readyz fail", "make {gateway}'s /readyz pass"),
-    "instances_unready": ("make /readyz fail on {apps}", "make /readyz pass on {apps}"),
-    "instances_hung": ("freeze {apps} (SIGSTOP)", "resume {apps} (SIGCONT)"),
-    "proxy_cut_off": ("make proxy-{region} drop every version broadcast", "let proxy-{region} hear broadcasts again"),
-    "region_labels": ("replace agent-{region}'s labels with {labels} (the old ones are recorded)",
-                      "put agent-{region}'s recorded labels back and run the full reconciliation pass"),
-}
-_PLAN_DEFAULTS: dict[str, Any] = {"period": 1.0, "down": 0.3, "seconds": 0.0, "labels": {}}
-"""The parameter defaults :meth:`LocalTarget.inject` uses."""
 
 
 class LocalTarget:
@@ -68,7 +40,12 @@ class LocalTarget:
         self._up = federation is not None
 
     @classmethod
-    def attach(cls, ref: dict[str, Any]) -> LocalTarget:
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
+        """The registry's factory (:mod:`gameday.targets.registry`)."""
+        return cls(topology, workdir)
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (``{"workdir": ...}``)."""
         fed = LocalFederation.attach(Path(ref["workdir"]))
         return cls(fed.spec.topology, Path(ref["workdir"]), fed)
@@ -128,6 +105,21 @@ class LocalTarget:
             raise TargetUnreachable(f"local federation is not healthy, nothing was injected: {exc}") from exc
 
     # -- faults --------------------------------------------------------------------------------
+    actions: Mapping[str, LocalAction] = LOCAL_ACTIONS
+    """Fault name -> how this target does it (a subclass may extend or replace entries)."""
+
+    def _call(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[LocalAction, FaultCall]:
+        fault = FAULTS.get(kind)
+        if fault is None:
+            raise ConfigError(f"local target: unknown fault {kind!r}; expected one of {', '.join(FAULTS.names())} "
+                              "(a fault a conftest or plugin adds must be registered in this process too: "
+                              "`gameday restore -p MODULE`)")
+        action = self.actions.get(kind)
+        if action is None:
+            raise ConfigError(f"local target: fault {kind!r} has no local action; register one with "
+                              f"gameday.targets.local_faults.LOCAL_ACTIONS.register({kind!r}, ...)")
+        return action, FaultCall(fault, region, params)
+
     def plan_fault(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[str, str]:
         """What :meth:`inject` and :meth:`revert` would do, in words, doing nothing (dry run).
 
@@ -137,82 +129,17 @@ class LocalTarget:
         Raises:
             ConfigError: *kind* is not a fault this target knows.
         """
-        if kind not in _FAULT_PLAN:
-            raise ConfigError(f"local target: unknown fault {kind!r}")
-        r = str(region)
-        words = {"region": r, "gateway": f"gateway-{r}", **_PLAN_DEFAULTS, **params}
-        if region is not None:
-            words["components"] = ", ".join(self.fed.region_components(r))
-            words["apps"] = ", ".join(self._apps(r))
-        inject, revert = _FAULT_PLAN[kind]
-        return inject.format_map(words), revert.format_map(words)
+        action, call = self._call(kind, region, params)
+        return action.plan(self.fed, call)
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        f = self.fed
-        if kind in STOPS:
-            name, sig = STOPS[kind]
-            f.stop_component(name.format(region=region), sig)
-        elif kind == "gateway_hung":
-            f.pause(f"gateway-{region}")
-        elif kind == "region_blackhole":
-            for name in f.region_components(str(region)):
-                f.pause(name)
-        elif kind == "sync_delay":
-            before = f.set_broadcast_delay(float(params.get("seconds", 0.0)))
-            params["previous"] = before  # recorded so the revert is exact
-        elif kind == "probe_flap":
-            f.set_readyz_fault(f"gateway-{region}", {"readyz": "flap",
-                                                     "period": float(params.get("period", 1.0)),
-                                                     "down": float(params.get("down", 0.3))})
-        elif kind == "gateway_blip":
-            f.set_readyz_fault(f"gateway-{region}", {"readyz": "fail", "seconds": float(params["seconds"])})
-        elif kind == "gateway_unready":
-            f.set_readyz_fault(f"gateway-{region}", {"readyz": "fail"})
-        elif kind == "instances_unready":
-            for name in self._apps(str(region)):
-                f.set_readyz_fault(name, {"readyz": "fail"})
-        elif kind == "instances_hung":
-            for name in self._apps(str(region)):
-                f.pause(name)
-        elif kind == "proxy_cut_off":
-            f.admin(f"proxy-{region}", {"drop_broadcasts": True})
-        elif kind == "region_labels":
-            # the old labels are recorded (in the ledger too) so the revert is exact
-            params["previous"] = dict(self._agent_slow(str(region))["labels"])
-            f.admin(f"agent-{region}", {"labels": dict(params["labels"])}, path="/admin/slow")
-        else:
-            raise ConfigError(f"local target: unknown fault {kind!r}")
+        action, call = self._call(kind, region, params)
+        action.inject(self.fed, call)
 
     def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        f = self.fed
+        action, call = self._call(kind, region, params)
         try:
-            if kind in STOPS:
-                f.start_component(STOPS[kind][0].format(region=region))
-            elif kind == "gateway_hung":
-                f.resume(f"gateway-{region}")
-            elif kind == "region_blackhole":
-                for name in f.region_components(str(region)):
-                    f.resume(name)
-            elif kind == "sync_delay":
-                f.set_broadcast_delay(float(params.get("previous", 0.0)))
-            elif kind in ("probe_flap", "gateway_blip", "gateway_unready"):
-                f.set_readyz_fault(f"gateway-{region}", {"readyz": "ok"})
-            elif kind == "instances_unready":
-                for name in self._apps(str(region)):
-                    f.set_readyz_fault(name, {"readyz": "ok"})
-            elif kind == "instances_hung":
-                for name in self._apps(str(region)):
-                    f.resume(name)
-            elif kind == "proxy_cut_off":
-                f.admin(f"proxy-{region}", {"drop_broadcasts": False})
-            elif kind == "region_labels":
-                if "previous" in params:  # absent: the injection never changed anything
-                    f.admin(f"agent-{region}", {"labels": dict(params["previous"])}, path="/admin/slow")
-                # The snapshot only learns slow state on the full pass: run it, so the
-                # federation is as it was before the injection (not just the agent).
-                f.admin("controlplane", {}, path="/admin/reconcile")
-            else:
-                raise ConfigError(f"local target: unknown fault {kind!r}")
+            action.revert(self.fed, call)
         except ComponentFailed as exc:
             raise FaultError(f"reverting {kind} {region or ''}: {exc}") from exc
 
@@ -237,19 +164,11 @@ class LocalTarget:
         return out
 
     def stopped_by(self, kind: str, region: str | None) -> frozenset[str]:
-        if kind in STOPS:
-            return frozenset({STOPS[kind][0].format(region=region)})
-        return frozenset()  # the others pause, fail probes or reconfigure: nothing exits
+        fault = FAULTS.get(kind)  # the others pause, fail probes or reconfigure: nothing exits
+        return fault.stopped(region) if fault is not None else frozenset()
 
     def _apps(self, region: str) -> list[str]:
-        return [n for n in self.fed.region_components(region) if self.fed.components[n].role == "app"]
-
-    def _agent_slow(self, region: str) -> dict[str, Any]:
-        try:
-            slow: dict[str, Any] = self.fed.get_json(f"agent-{region}")["slow"]
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
-            raise FaultError(f"agent-{region}: cannot read its slow state from /status: {exc!r}") from exc
-        return slow
+        return app_instances(self.fed, region)
 
     # -- slow state and releases ------------------------------------------------------------
     def reconcile(self) -> dict[str, Any]:

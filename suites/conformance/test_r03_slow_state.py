@@ -12,7 +12,9 @@ import time
 
 import pytest
 
+from gameday.conformance.capabilities import require
 from gameday.conformance.wait import sample_for
+from gameday.targets.base import Reconcilable
 
 MARK = "gameday-r3"
 """A label only the changed region carries: shows the pass really picked the change up."""
@@ -24,6 +26,7 @@ def _slow(snap, key):
 
 @pytest.mark.conformance("R3", "slow state is reconciled only on the full pass; the primary wins a conflict")
 def test_r3_labels_reach_the_snapshot_only_on_the_full_pass(drill, view, federation, topology, timing, settled):
+    reconcilable = require(federation, Reconcilable, "R3 needs a full reconciliation pass on demand")
     primary = topology.primary_region
     before = view.snapshot()
     merged_before = _slow(before, "slow/merged")
@@ -49,7 +52,7 @@ def test_r3_labels_reach_the_snapshot_only_on_the_full_pass(drill, view, federat
             f"already holds {_slow(leaked[0][1], f'slow/{region}').get('labels')}")
         v_pre = view.cp_version()
         t_pass = time.monotonic()
-        report = federation.reconcile()
+        report = reconcilable.reconcile()
         after = view.snapshot()
     assert sorted(report.get("replied", [])) == sorted(view.names), (
         f"expected every region's agent to answer the full pass; replied {report.get('replied')}, "

@@ -9,7 +9,9 @@ import time
 
 import pytest
 
+from gameday.conformance.capabilities import require
 from gameday.conformance.wait import wait_until
+from gameday.targets.base import HasAlarmLines, Reconcilable
 
 
 def _alarm_events(lines):
@@ -30,6 +32,8 @@ def _alarm_events(lines):
 @pytest.mark.conformance("R6", "a proxy cut off from broadcasts raises the stale alarm, and clears it after")
 def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federation, timing, converge_s,
                                                             settled):
+    reconcilable = require(federation, Reconcilable, "R6 moves versions on with a full reconciliation pass")
+    logs = require(federation, HasAlarmLines, "R6 reads the proxy's stale-snapshot log lines")
     region = drill.pick_region()
     node = f"proxy-{region}"
     status_url = view.ep.entry_nodes[node]
@@ -38,7 +42,7 @@ def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federat
         t_cut = cut.window.t_fault
         # Versions move on without the proxy: a slow-state change folded in by a full pass.
         with drill.fault("region_labels", other, labels={"gameday-r6": "moved-on"}):
-            federation.reconcile()
+            reconcilable.reconcile()
             v_moved = view.cp_version()
             st = wait_until(lambda: ((s := view.get_json(status_url)).get("stale") is True, s),
                             timing.stale_after + converge_s, f"{node} to report stale after being cut off "
@@ -63,7 +67,7 @@ def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federat
                                  f"got {cleared_metric}")
     # The drill's observers collected the lines up to its end; the target has the rest.
     events = [(a.t, a.node, a.event) for a in cut.result.timeline.copy().alarms]
-    events += _alarm_events(list(federation.alarm_lines()))
+    events += _alarm_events(list(logs.alarm_lines()))
     mine = sorted((e for e in events if e[1] == node), key=lambda e: e[0])
     raised = [e for e in mine if e[2] == "stale_snapshot" and e[0] >= t_cut]
     assert raised, (f"expected a structured stale_snapshot log line from {node} after the cut (t+0 at "

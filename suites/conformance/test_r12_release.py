@@ -15,14 +15,16 @@ import itertools
 
 import pytest
 
+from gameday.conformance.capabilities import require
 from gameday.release import check_release_order, run_release
+from gameday.targets.base import Releasable
 
 PROBE_REQUESTS = 5
 
 
 @pytest.mark.conformance("R12", "the release plan goes standby first, primary last")
 def test_r12_release_plan_is_standby_first_primary_last(federation, topology):
-    plan = federation.release_plan()
+    plan = require(federation, Releasable, "R12 judges the target's own release order").release_plan()
     problems = check_release_order(plan, federation.regions(), topology.primary_region)
     weights = {r.name: r.weight for r in federation.regions()}
     assert not problems, (f"expected a release plan with the lowest-weight regions first and the primary "
@@ -32,7 +34,8 @@ def test_r12_release_plan_is_standby_first_primary_last(federation, topology):
 
 @pytest.mark.conformance("R12", "a rolling release goes region by region, verified between steps")
 def test_r12_rolling_release_region_by_region(federation, view, converge_s, settled):
-    plan = federation.release_plan()
+    releasable = require(federation, Releasable, "R12 rolls the release out region by region")
+    plan = releasable.release_plan()
     counts = {}
 
     def requests_total(region):
@@ -55,7 +58,7 @@ def test_r12_rolling_release_region_by_region(federation, view, converge_s, sett
         assert not bad, (f"expected {region}'s gateway to serve from {region} after its release step; "
                          f"{len(bad)} of {len(replies)} did not, first: {bad[0]}")
 
-    steps = run_release(plan, federation.rollout_region, verify)
+    steps = run_release(plan, releasable.rollout_region, verify)
     assert [s.region for s in steps] == list(plan), f"expected the release to follow {plan}; it did {steps}"
     overlaps = [(a.region, b.region) for a, b in itertools.pairwise(steps) if b.started < a.verified]
     assert not overlaps, f"expected each region verified before the next started; overlapping steps {overlaps}"

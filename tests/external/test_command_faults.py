@@ -156,3 +156,14 @@ def test_specs_survive_the_ledger_round_trip() -> None:
     assert CommandSpec.from_json(spec.to_json()) == spec
     with pytest.raises(TypeError, match="argv: expected a list of strings"):
         CommandSpec.from_json({"argv": "kill -CONT 1"})
+
+
+def test_a_fault_of_the_profiles_own_is_offered_to_drills(tmp_path: Path) -> None:
+    target = make_target(tmp_path, {
+        "nginx_reload": {"inject": sh("touch reloaded"), "revert": sh("true")},
+        "drain": {"inject": sh("true"), "revert": sh("true"), "takes_region_out": True}})
+    faults = target.faults()
+    assert faults["nginx_reload"].needs_region and not faults["nginx_reload"].takes_region_out
+    assert faults["drain"].takes_region_out  # switchover is measured for it
+    target.inject("nginx_reload", "a", {})
+    assert (tmp_path / "reloaded").exists()

@@ -100,6 +100,8 @@ CASES = [
      "alarms.0.log.regex: give exactly one of regex or json_event_field"),
     (_with("timing", {"fall": 3}), "timing.probe_interval: give probe_interval, probe_timeout and fall together*"),
     (_with("timing", {"dns_ttl": 600}), "timing.dns_ttl: got 600, expected an integer >= 0 and <= 60"),
+    (_with("regions.0.faults.gateway_down.takes_region_out", False),
+     "regions[0].faults.gateway_down.takes_region_out: gateway_down is a fault gameday knows; its meaning is fixed*"),
     (_with("regions.0.wieght", 5), "regions.0.wieght: unknown field (check the spelling; see README.md, section "
      "'Drill your own federation')"),
 ]

@@ -83,15 +83,22 @@ def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
         assert runner.poll() is None, runner.stdout.read().decode() if runner.stdout else ""
         assert time.monotonic() < deadline, "the fault was never injected"
         time.sleep(0.1)
-    time.sleep(0.5)  # inside the block: the ledger holds the entry and the recorded revert
+    ledger = reports / ".gameday" / "ledger.json"
+
+    def read_pending() -> list[dict[str, Any]]:
+        entries: list[dict[str, Any]] = json.loads(ledger.read_text())["pending"] if ledger.exists() else []
+        return entries
+
+    while not any("revert" in e["params"] for e in read_pending()):  # recorded once the injection returned
+        assert time.monotonic() < deadline, "the revert command never reached the ledger"
+        time.sleep(0.05)
     os.killpg(runner.pid, signal.SIGKILL)
     runner.wait(10)
-    ledger = reports / ".gameday" / "ledger.json"
-    pending = json.loads(ledger.read_text())["pending"]
+    pending = read_pending()
     assert [(e["kind"], e["region"], e["target"]) for e in pending] == [("proxy_cut_off", "b", "external")]
     assert pending[0]["params"]["revert"]["argv"][0] == "sh", "the revert command itself is in the ledger"
     assert not (tmp_path / "cut.reverted").exists(), "kill -9 left the fault in place"
-    (log,) = reports.glob("runs/*/commands.jsonl")  # the command log is part of the run's report
+    (log,) = reports.glob(".gameday/federations/*/commands.jsonl")  # every command, its exit code and output
     assert json.loads(log.read_text().splitlines()[0])["command"].startswith("sh -c 'echo injected")
     (tmp_path / "profile.yaml").write_text(profile.read_text().replace("reverted >>", "CHANGED >>"))
 

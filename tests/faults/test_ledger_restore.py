@@ -164,6 +164,9 @@ def fed_target(reports: Path) -> Iterator[LocalTarget]:
         yield target
     finally:
         target.down()
+        # `gameday restore` (another process) may have started components this object does
+        # not know of: stop whatever the state file names too.
+        LocalFederation.attach(target.fed.workdir).stop()
 
 
 @pytest.mark.slow

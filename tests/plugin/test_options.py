@@ -24,7 +24,7 @@ def test_help_shows_one_gameday_group(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines([
         "gameday: failover game days and conformance checks:",
-        "*--gameday-target={local,kind,kube,external}*",
+        "*--gameday-target=TARGET*",
         "*--gameday-seed=SEED*",
         "*--gameday-switchover-limit=LIMIT*",
         "*--gameday-allow-context=GLOB*",
@@ -62,7 +62,10 @@ def test_cli_beats_ini_beats_environment(pytester: pytest.Pytester, monkeypatch:
     ("args", "message"),
     [
         (["--gameday-target=docker"],
-         "--gameday-target (command line): got 'docker', expected one of local, kind, kube, external"),
+         "--gameday-target (command line): got 'docker', expected one of external, kind, kube, local, or a target "
+         "plugged in with the pytest_gameday_target_names and pytest_gameday_make_target hooks (gameday.hooks)"),
+        (["--gameday-target=../x"],
+         "--gameday-target (command line): got '../x', expected a target name (letters, digits, '_', '-', '.')"),
         (["--gameday-error-ratio=2"],
          "--gameday-error-ratio (command line): got '2', expected a finite number >= 0 and <= 1"),
         (["--gameday-rounds=0"], "--gameday-rounds (command line): got '0', expected an integer >= 1 and <= 1000"),

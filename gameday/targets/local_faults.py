@@ -1,0 +1,233 @@
+"""How the ``local`` target does each fault: one action per fault name, with its exact inverse.
+
+:data:`LOCAL_ACTIONS` maps a fault of :data:`gameday.faults.FAULTS` to an action on the
+:class:`~gameday.fedapp.federation.LocalFederation`: stop a process (and start it again),
+freeze processes (SIGSTOP / SIGCONT), a ``/readyz`` fault hook (and ``ok``), an admin hook
+(and its opposite), the broadcast delay or an agent's labels (the old value recorded in the
+call's params, so the revert is exact). Inject, revert and the dry-run plan all come from
+the one entry; which components a fault stops is the fault's own fact
+(:attr:`gameday.faults.Fault.stops`), so the watcher and the action agree by construction.
+
+Extend it from a conftest with ``LOCAL_ACTIONS.register(name, action)`` for a fault added
+to :data:`gameday.faults.FAULTS`.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from gameday.errors import FaultError
+from gameday.faults.model import Action, FaultCall, Table
+from gameday.fedapp.federation import LocalFederation
+
+LocalAction = Action[LocalFederation]
+
+
+@dataclass(frozen=True)
+class Components:
+    """Which processes an action acts on: their names from the federation and the call,
+    and (optionally) how the dry run names the group (``every process of region {region}``)."""
+
+    pick: Callable[[LocalFederation, FaultCall], list[str]]
+    label: str | None = None
+
+    def names(self, fed: LocalFederation, call: FaultCall) -> list[str]:
+        return self.pick(fed, call)
+
+    def words(self, fed: LocalFederation, call: FaultCall) -> str:
+        return ", ".join(self.names(fed, call))
+
+
+def one(template: str) -> Components:
+    """A single component, ``{region}`` filled in: ``one("gateway-{region}")``."""
+    return Components(lambda fed, call: [template.format(region=call.region)])
+
+
+def app_instances(fed: LocalFederation, region: str) -> list[str]:
+    """The app instances of *region* (``app-b-1``, ...)."""
+    return [n for n in fed.region_components(region) if fed.components[n].role == "app"]
+
+
+region_gateway = one("gateway-{region}")
+region_proxy = one("proxy-{region}")
+region_agent = one("agent-{region}")
+region_apps = Components(lambda fed, call: app_instances(fed, call.need_region()))
+region_all = Components(lambda fed, call: fed.region_components(call.need_region()),
+                        label="every process of region {region}")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the components the fault stops (:attr:`Fault.stops`) with *sig*; revert starts them."""
+
+    sig: signal.Signals = signal.SIGTERM
+    note: str = ""
+    """Said in the plan after the signal (``its JetStream state on disk survives``)."""
+
+    def _names(self, call: FaultCall) -> list[str]:
+        names = sorted(call.fault.stopped(call.region))
+        if not names:
+            raise FaultError(f"fault {call.name!r} declares no component it stops (Fault.stops), "
+                             "so the local Stop action has nothing to stop")
+        return names
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self._names(call):
+            fed.stop_component(name, self.sig)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self._names(call):
+            fed.start_component(name)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        names = ", ".join(self._names(call))
+        verb = "kill" if self.sig == signal.SIGKILL else "stop"
+        how = f"{self.sig.name}; {self.note}" if self.note else self.sig.name
+        return f"{verb} {names} ({how})", f"start {names} again on the same address and port"
+
+
+@dataclass(frozen=True)
+class Freeze:
+    """Freeze the components (SIGSTOP: alive, answering nothing); revert resumes them (SIGCONT)."""
+
+    who: Components
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self.who.names(fed, call):
+            fed.pause(name)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self.who.names(fed, call):
+            fed.resume(name)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        names = self.who.words(fed, call)
+        if self.who.label:
+            return (f"freeze {self.who.label.format(region=call.region)} (SIGSTOP): {names}",
+                    f"resume them (SIGCONT): {names}")
+        return f"freeze {names} (SIGSTOP)", f"resume {names} (SIGCONT)"
+
+
+@dataclass(frozen=True)
+class Readyz:
+    """The components' ``/readyz`` fault hook: *mode* (``fail`` or ``flap``) with the fault's
+    *timed* parameters (seconds); revert sets ``ok``."""
+
+    who: Components
+    mode: str = "fail"
+    timed: tuple[str, ...] = ()
+
+    def _body(self, call: FaultCall) -> dict[str, Any]:
+        return {"readyz": self.mode, **{p: float(call.value(p)) for p in self.timed}}
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        body = self._body(call)
+        for name in self.who.names(fed, call):
+            fed.set_readyz_fault(name, body)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self.who.names(fed, call):
+            fed.set_readyz_fault(name, {"readyz": "ok"})
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        names = self.who.words(fed, call)
+        timing = ", ".join(f"{p} {float(call.value(p)):g} s" for p in self.timed)
+        return (f"make /readyz {self.mode} on {names}" + (f" ({timing})" if timing else ""),
+                f"make /readyz pass on {names}")
+
+
+@dataclass(frozen=True)
+class Hook:
+    """POST *on* to each component's admin *path*; revert POSTs *off*."""
+
+    who: Components
+    on: Mapping[str, Any]
+    off: Mapping[str, Any]
+    words: tuple[str, str]
+    """``(inject, revert)`` in words, ``{names}`` filled in."""
+    path: str = "/admin/fault"
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self.who.names(fed, call):
+            fed.admin(name, dict(self.on), path=self.path)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        for name in self.who.names(fed, call):
+            fed.admin(name, dict(self.off), path=self.path)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        names = self.who.words(fed, call)
+        return self.words[0].format(names=names), self.words[1].format(names=names)
+
+
+@dataclass(frozen=True)
+class BroadcastDelay:
+    """The control plane holds each broadcast back ``seconds``; the old delay is recorded as
+    ``previous`` and set again by the revert (0 if the record was lost)."""
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        call.params["previous"] = fed.set_broadcast_delay(float(call.value("seconds")))
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        fed.set_broadcast_delay(float(call.params.get("previous", 0.0)))
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        return (f"hold each control-plane broadcast back {float(call.value('seconds')):g} s (the current delay "
+                "is recorded)", "set the recorded broadcast delay again")
+
+
+@dataclass(frozen=True)
+class AgentLabels:
+    """Replace the region agent's slow-state labels (the old ones recorded as ``previous``);
+    revert puts them back and runs the control plane's full reconciliation pass, since the
+    snapshot learns slow state only on that pass (R3)."""
+
+    reconcile_path: str = field(default="/admin/reconcile")
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        region = call.need_region()
+        call.params["previous"] = dict(_agent_slow(fed, region)["labels"])  # the ledger keeps it too
+        fed.admin(f"agent-{region}", {"labels": dict(call.value("labels"))}, path="/admin/slow")
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        region = call.need_region()
+        if "previous" in call.params:  # absent: the injection never changed anything
+            fed.admin(f"agent-{region}", {"labels": dict(call.params["previous"])}, path="/admin/slow")
+        fed.admin("controlplane", {}, path=self.reconcile_path)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        r = call.region
+        return (f"replace agent-{r}'s labels with {call.value('labels')} (the old ones are recorded)",
+                f"put agent-{r}'s recorded labels back and run the full reconciliation pass")
+
+
+def _agent_slow(fed: LocalFederation, region: str) -> dict[str, Any]:
+    try:
+        slow: dict[str, Any] = fed.get_json(f"agent-{region}")["slow"]
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        raise FaultError(f"agent-{region}: cannot read its slow state from /status: {exc!r}") from exc
+    return slow
+
+
+LOCAL_ACTIONS: Table[LocalAction] = Table("local fault action", {
+    "gateway_down": Stop(signal.SIGTERM),
+    "gateway_hung": Freeze(region_gateway),
+    "region_blackhole": Freeze(region_all),
+    "control_plane_down": Stop(signal.SIGKILL),
+    "bus_down": Stop(signal.SIGKILL, note="its JetStream state on disk survives"),
+    "sync_delay": BroadcastDelay(),
+    "probe_flap": Readyz(region_gateway, "flap", ("period", "down")),
+    "gateway_blip": Readyz(region_gateway, "fail", ("seconds",)),
+    "gateway_unready": Readyz(region_gateway),
+    "instances_unready": Readyz(region_apps),
+    "instances_hung": Freeze(region_apps),
+    "proxy_cut_off": Hook(region_proxy, {"drop_broadcasts": True}, {"drop_broadcasts": False},
+                          ("make {names} drop every version broadcast", "let {names} hear broadcasts again")),
+    "region_labels": AgentLabels(),
+})
+"""Fault name -> how the local target injects and reverts it."""
