@@ -1,4 +1,159 @@
-"""gameday: failover game days and conformance checks for multi-region federations."""
+"""gameday: failover game days and conformance checks for multi-region federations.
+
+The public API, importable from here (``from gameday import Drill, Target, Fault``):
+
+- the drill and its result: :class:`Drill`, :class:`DrillResult`;
+- the target seam: :class:`Target`, :class:`RegionInfo`, :class:`Endpoints` and the
+  optional capabilities (:class:`Reconcilable`, :class:`Releasable`, :class:`Liveness`,
+  :class:`HasFaults`, :class:`FaultPlanner`, :class:`HasAlarmLines`);
+- faults: :class:`Fault`, :class:`Param`, the built-in table :data:`FAULTS`;
+- observation sources: :class:`Sources` and the source protocols and built-ins;
+- the errors (:class:`GamedayError` and its tree, see :mod:`gameday.errors`).
+
+Names are resolved on first use (PEP 562), so importing ``gameday`` (which every
+component of the reference app does, through ``gameday.fedapp``) loads nothing heavy.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
 """The one source of the version (``pyproject.toml`` reads it; ``gameday --version`` prints it)."""
+
+_EXPORTS: dict[str, str] = {
+    # the drill
+    "Drill": "gameday.drill", "DrillResult": "gameday.verdicts.result",
+    # targets
+    "Target": "gameday.targets.base", "RegionInfo": "gameday.targets.base", "Endpoints": "gameday.targets.base",
+    "Reconcilable": "gameday.targets.base", "Releasable": "gameday.targets.base",
+    "Liveness": "gameday.targets.base", "HasFaults": "gameday.targets.base",
+    "FaultPlanner": "gameday.targets.base", "HasAlarmLines": "gameday.targets.base",
+    # faults
+    "Fault": "gameday.faults.model", "Param": "gameday.faults.model", "FAULTS": "gameday.faults.catalogue",
+    # observation sources
+    "Sources": "gameday.observers.sources", "EntryNodeSource": "gameday.observers.sources",
+    "VersionSource": "gameday.observers.sources", "DnsSource": "gameday.observers.sources",
+    "AlarmSource": "gameday.observers.sources", "NodeReading": "gameday.observers.sources",
+    "DnsReading": "gameday.observers.sources", "AlarmEvent": "gameday.observers.sources",
+    "HttpJsonNode": "gameday.observers.sources", "HttpJsonVersion": "gameday.observers.sources",
+    "PrometheusVersion": "gameday.observers.sources", "MetricsVersion": "gameday.observers.sources",
+    "UdpDns": "gameday.observers.sources", "LogFileAlarms": "gameday.observers.sources",
+    "CommandAlarms": "gameday.observers.sources",
+    # errors
+    **dict.fromkeys((
+        "GamedayError", "ConfigError", "TargetError", "TargetUnreachable", "ComponentFailed", "FaultError",
+        "RestoreIncomplete", "LoadError", "DrillAborted", "ComponentDied", "LoadCollapsed", "DrillRefused",
+        "TransientError"), "gameday.errors"),
+}
+
+# The same names as _EXPORTS (tests/test_public_api.py keeps them in step).
+__all__ = [
+    "FAULTS",
+    "AlarmEvent",
+    "AlarmSource",
+    "CommandAlarms",
+    "ComponentDied",
+    "ComponentFailed",
+    "ConfigError",
+    "DnsReading",
+    "DnsSource",
+    "Drill",
+    "DrillAborted",
+    "DrillRefused",
+    "DrillResult",
+    "Endpoints",
+    "EntryNodeSource",
+    "Fault",
+    "FaultError",
+    "FaultPlanner",
+    "GamedayError",
+    "HasAlarmLines",
+    "HasFaults",
+    "HttpJsonNode",
+    "HttpJsonVersion",
+    "Liveness",
+    "LoadCollapsed",
+    "LoadError",
+    "LogFileAlarms",
+    "MetricsVersion",
+    "NodeReading",
+    "Param",
+    "PrometheusVersion",
+    "Reconcilable",
+    "RegionInfo",
+    "Releasable",
+    "RestoreIncomplete",
+    "Sources",
+    "Target",
+    "TargetError",
+    "TargetUnreachable",
+    "TransientError",
+    "UdpDns",
+    "VersionSource",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gameday' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # resolved once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from gameday.drill import Drill
+    from gameday.errors import (
+        ComponentDied,
+        ComponentFailed,
+        ConfigError,
+        DrillAborted,
+        DrillRefused,
+        FaultError,
+        GamedayError,
+        LoadCollapsed,
+        LoadError,
+        RestoreIncomplete,
+        TargetError,
+        TargetUnreachable,
+        TransientError,
+    )
+    from gameday.faults.catalogue import FAULTS
+    from gameday.faults.model import Fault, Param
+    from gameday.observers.sources import (
+        AlarmEvent,
+        AlarmSource,
+        CommandAlarms,
+        DnsReading,
+        DnsSource,
+        EntryNodeSource,
+        HttpJsonNode,
+        HttpJsonVersion,
+        LogFileAlarms,
+        MetricsVersion,
+        NodeReading,
+        PrometheusVersion,
+        Sources,
+        UdpDns,
+        VersionSource,
+    )
+    from gameday.targets.base import (
+        Endpoints,
+        FaultPlanner,
+        HasAlarmLines,
+        HasFaults,
+        Liveness,
+        Reconcilable,
+        RegionInfo,
+        Releasable,
+        Target,
+    )
+    from gameday.verdicts.result import DrillResult

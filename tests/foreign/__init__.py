@@ -1,0 +1,1 @@
+"""A foreign federation (Debian nginx + PowerDNS) drilled through the external target."""
