@@ -26,12 +26,14 @@ restore: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gameday tests suites bench conftest.py
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
-# The plugin's own tests run on both cores (each test starts its own federations on free
-# ports); the suites run in one process against one session federation, as users run them.
+# The plugin's own tests and the suites run in one session on both cores: each worker has
+# its own session federation, which the suite tests on that worker share (as a user's run
+# does); tests that start federations of their own do so on free ports. Tests pinned with
+# xdist_group (the wheel install, the foreign federation) stay on one worker.
 test: lint
-	$(PY) -m pytest -n 2 --dist loadgroup tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
-	$(PY) -m pytest suites --junitxml=reports/junit-suites.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup tests suites --junitxml=reports/junit.xml $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gameday.fedapp.federation import LocalFederation
+from gameday.targets.local.federation import LocalFederation
 from gameday.topology import Topology, load_topology, parse_topology
 
 REPO = Path(__file__).resolve().parent.parent

@@ -38,8 +38,8 @@ from common import (
 )
 
 from gameday.errors import GamedayError
-from gameday.fedapp.federation import LocalFederation
 from gameday.fedapp.wire import Event, events_subject, gateway_key
+from gameday.targets.local.federation import LocalFederation
 
 SIZES = (3, 10, 30)
 

@@ -41,7 +41,7 @@ wrapper forwards it (a signal to the whole process group reaches pytest by itsel
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    from gameday.fedapp.federation import LocalFederation  # noqa: PLC0415
+    from gameday.targets.local.federation import LocalFederation  # noqa: PLC0415
     from gameday.topology import load_topology  # noqa: PLC0415
 
     topology = load_topology(args.topology)

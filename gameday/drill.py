@@ -406,6 +406,7 @@ class Drill:
             if active.reverted:
                 return
             w = active.window
+            w.t_revert_call = time.monotonic()
             try:
                 self.target.revert(w.kind, w.region, w.params)
             except Exception as exc:

@@ -228,7 +228,48 @@ class FaultWindow:
     aborted: str | None = None
     """Why a stop condition reverted the fault early (None: it was not aborted)."""
     params: dict[str, object] = field(default_factory=dict)
+    t_revert_call: float | None = None
+    """When the revert call started: the federation may react (a version for the restore)
+    before the call returns, e.g. while a region's processes are resumed one by one."""
 
     @property
     def injection_uncertainty(self) -> float:
         return self.t_fault - self.t_call
+
+
+@dataclass(frozen=True)
+class PollRate:
+    """How often one source was read and answered over the observer's life."""
+
+    source: str
+    """``gateway-a``, ``dns``, ``control_plane``, ``alarms proxy-a``, ``utilisation a``."""
+    description: str
+    nominal_hz: float
+    """The rate asked for (1 / the observer interval; lower for utilisation)."""
+    achieved_hz: float
+    """Polls completed per second over the observer's life: each is an observation on the
+    timeline, answered or not (a stopped gateway refusing at 10 Hz is observed at 10 Hz)."""
+    polls: int
+    """Reads completed (answered or not)."""
+    answered: int
+    """Reads the source answered (ok)."""
+    skipped: int
+    """Ticks at which its previous read was still in flight (it fell behind)."""
+    max_gap_s: float
+    """Longest time between two consecutive completed reads."""
+    last_error: str | None = None
+    answered_hz: float | None = None
+    """Polls answered per second (None: not computed)."""
+
+    @property
+    def behind(self) -> bool:
+        """Observed at less than 80 % of its nominal rate: the gaps between its observations,
+        and so the resolution of what it measures, are wider than the observer's interval."""
+        return self.achieved_hz < 0.8 * self.nominal_hz
+
+    def as_dict(self) -> dict[str, object]:
+        return {"source": self.source, "description": self.description, "nominal_hz": round(self.nominal_hz, 2),
+                "achieved_hz": round(self.achieved_hz, 2),
+                "answered_hz": None if self.answered_hz is None else round(self.answered_hz, 2),
+                "polls": self.polls, "answered": self.answered, "skipped": self.skipped,
+                "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind, "last_error": self.last_error}

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
-from gameday.fedapp.plan import plan_federation
 from gameday.fedapp.spec import FederationSpec
+from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
+from gameday.targets.local.plan import plan_federation
 from gameday.topology import load_topology, parse_topology
 
 pytest_plugins = ["pytester"]

@@ -102,3 +102,16 @@ def test_stale_alarms_count_every_proxy_except_those_a_blackhole_cut_off() -> No
         res.assert_no_stale_snapshot_alarms()
     res.cut_off = ("b",)  # a blackholed region's own proxy is stale for real
     res.assert_no_stale_snapshot_alarms()
+
+
+def test_the_restore_increment_counts_from_the_start_of_the_revert_call() -> None:
+    """A blackholed region's agent, resumed first, can publish before the revert call has
+    resumed the rest of the region and returned: that version is the restore's."""
+    tl = Timeline(cp=[CpObs(0.0, 18), CpObs(1.6, 19), CpObs(11.29, 20), CpObs(11.5, 20), CpObs(12.0, 20)])
+    window = FaultWindow("region_blackhole", "c", 0.0, 0.01, t_revert=11.30, t_restored=12.0)
+    window.t_revert_call = 11.25
+    res = DrillResult(fault=window, timeline=tl, slo=SLO(), survivors=(), capacity={}, offered=1, margin=0,
+                      lost=("c",), started=0.0)
+    assert res.versions().passed, res.versions().detail
+    window.t_revert_call = None  # judged from the call's return, the same timeline fails
+    assert "did not increase for the restore" in res.versions().detail

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gameday.observers.observer import PollRate
 from gameday.reports import table
 from gameday.settings import SLO
-from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, PollRate, RequestRec, Timeline
 from gameday.verdicts.measure import switchover_definition
 from gameday.verdicts.result import DrillResult
 

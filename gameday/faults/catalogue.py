@@ -1,7 +1,7 @@
 """The built-in faults: one table of what each fault means (:data:`FAULTS`).
 
 Each fault is an action with an exact inverse; each target knows how to do both, in its
-own table keyed by these names (local: :data:`gameday.targets.local_faults.LOCAL_ACTIONS`;
+own table keyed by these names (local: :data:`gameday.targets.local.faults.LOCAL_ACTIONS`;
 kind/kube: :data:`gameday.targets.k8s_plan.K8S_ACTIONS`). The descriptions below say what
 the fault does to the reference federation; ``python -c "from gameday.faults import FAULTS;
 print(*(f.describe() for f in FAULTS.values()), sep='\\n')"`` lists them.

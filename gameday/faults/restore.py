@@ -21,11 +21,11 @@ from typing import Any, TextIO
 
 from gameday.errors import GamedayError
 from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
-from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.procs import stop_orphaned
 from gameday.statefile import CorruptFile, quarantine
 from gameday.targets import registry
 from gameday.targets.base import Target
+from gameday.targets.local.federation import LocalFederation, pid_alive
 
 
 def attach_target(name: str, ref: dict[str, Any], attach: str | None = None) -> Target:

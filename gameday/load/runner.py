@@ -23,10 +23,10 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
-from gameday.fedapp.plan import free_port, release
 from gameday.interrupts import INTERRUPTS
 from gameday.procs import ProcRegistry, spawn
 from gameday.targets.base import LOAD_ROLE, ComponentState, Endpoints
+from gameday.targets.local.plan import free_port, release
 from gameday.timeline import RequestRec
 
 BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")

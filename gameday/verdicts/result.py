@@ -35,7 +35,7 @@ from gameday.verdicts.measure import (
 )
 
 if TYPE_CHECKING:
-    from gameday.observers.observer import PollRate
+    from gameday.timeline import PollRate
 
 NA = "n/a: "
 """How a verdict without input reads, before its reason."""
@@ -151,12 +151,18 @@ class DrillResult:
         return client_recovery(tl.requests, self.fault.t_fault, self._until,
                                window=self.slo.recovery_window, slo=self.slo.error_ratio)
 
+    @property
+    def _restore_from(self) -> float | None:
+        """Where "the version increases for the restore" starts counting: the revert call's
+        start (a region's agent resumed first can publish before the call returns)."""
+        return self.fault.t_revert_call if self.fault.t_revert_call is not None else self.fault.t_revert
+
     def versions(self) -> Check:
         if (reason := self.not_applicable().get("versions")) is not None:
             return Check("versions", False, NA + reason, applicable=False)
         tl = self.timeline.copy()
         end = self.fault.t_restored or time.monotonic()
-        return version_check(tl, self.fault.t_fault, self.fault.t_revert, end)
+        return version_check(tl, self.fault.t_fault, self._restore_from, end)
 
     def not_applicable(self) -> dict[str, str]:
         """Verdict -> why it has no input here (only the verdicts that have none)."""
@@ -256,7 +262,7 @@ class DrillResult:
         with self._verdict("versions"):
             tl = self.timeline.copy()
             end = self.fault.t_restored or time.monotonic()
-            c = version_check(tl, self.fault.t_fault, self.fault.t_revert, end, require_increments=False)
+            c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False)
             if not c.passed:
                 raise AssertionError(f"version check failed: {c.detail}")
         return c
@@ -393,7 +399,7 @@ class DrillResult:
         if "versions" in na:
             out["versions"] = {"passed": None, "detail": NA + na["versions"]}
         else:
-            v = version_check(self.timeline.copy(), self.fault.t_fault, self.fault.t_revert, end,
+            v = version_check(self.timeline.copy(), self.fault.t_fault, self._restore_from, end,
                               require_increments=self.removes_region and self.switchover_observed)
             out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = [] if "stale_alarms" in na else self.stale_alarm_events()

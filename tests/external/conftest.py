@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gameday.fedapp.federation import LocalFederation
+from gameday.targets.local.federation import LocalFederation
 from gameday.topology import load_topology
 
 _POST = ("import json, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], "

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gameday.fedapp.federation import LocalFederation
+from gameday.targets.local.federation import LocalFederation
 from gameday.topology import load_topology
 from tests.external.conftest import reference_profile, write_profile
 

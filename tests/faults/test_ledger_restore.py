@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from gameday.faults.ledger import Ledger, known_ledgers
-from gameday.fedapp.federation import LocalFederation
 from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.targets.local import LocalTarget
+from gameday.targets.local.federation import LocalFederation
 from gameday.topology import load_topology
 
 

@@ -627,7 +627,7 @@ _GSLB: list[Gslb] = []
 
 def _in_process_gslb() -> Gslb:
     if not _GSLB:
-        from gameday.fedapp.plan import plan_federation
+        from gameday.targets.local.plan import plan_federation
         from gameday.topology import load_topology
 
         g = Gslb(plan_federation(load_topology(), Path("/nonexistent")), JsonLog("gslb", _Sink()))

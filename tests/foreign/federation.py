@@ -1,7 +1,7 @@
 """A federation gameday did not build: Debian's nginx and PowerDNS on loopback.
 
 Three regions ``a``, ``b``, ``c``. Region N (1-based) lives on 127.0.(200+N).0/24, a range
-the reference app (127.0.N.x for N <= 30, see ``gameday/fedapp/plan.py``) never uses:
+the reference app (127.0.N.x for N <= 30, see ``gameday/targets/local/plan.py``) never uses:
 
 - its **gateway** is an nginx master process on 127.0.(200+N).1, one port shared by every
   region (DNS carries no port), answering ``/healthz`` itself and proxying everything else

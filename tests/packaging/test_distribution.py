@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -41,8 +42,18 @@ def _ok(r: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a snapshot of the source tree: other tests running beside this one write
+    # and remove files under the checkout (reports, caches) while the sdist copies it.
+    src = tmp_path_factory.mktemp("src") / "gameday"
+    caches = shutil.ignore_patterns("*.egg-info", "__pycache__", ".*_cache", ".hypothesis")
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        top = {".git", ".venv", "reports", "build", "dist"} if Path(directory) == REPO else set()
+        return set(caches(directory, names)) | (top & set(names))
+
+    shutil.copytree(REPO, src, ignore=ignore)
     out = tmp_path_factory.mktemp("dist")
-    _ok(_run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)], cwd=out, timeout=600))
+    _ok(_run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], cwd=out, timeout=600))
     return out
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from gameday.fedapp.federation import LocalFederation
 from gameday.procs import find_processes, pid_alive
+from gameday.targets.local.federation import LocalFederation
 
 pytestmark = pytest.mark.slow
 

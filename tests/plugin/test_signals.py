@@ -281,7 +281,7 @@ def test_signals_never_interrupt_a_shielded_revert_and_later_ones_report() -> No
 PLANS = """
 import sys
 from pathlib import Path
-from gameday.fedapp.plan import plan_federation
+from gameday.targets.local.plan import plan_federation
 from gameday.topology import load_topology
 topo = load_topology()
 sys.stdin.readline()  # start together

@@ -32,7 +32,7 @@ from gameday.settings import Settings
 from gameday.targets import registry
 from gameday.targets.k8s_plan import K8S_ACTIONS
 from gameday.targets.local import LocalTarget
-from gameday.targets.local_faults import LOCAL_ACTIONS
+from gameday.targets.local.faults import LOCAL_ACTIONS
 from gameday.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ CONFTEST_MINE = '''
 from mytargets import MineTarget
 
 from gameday.faults import FAULTS, Fault
-from gameday.targets.local_faults import LOCAL_ACTIONS
+from gameday.targets.local.faults import LOCAL_ACTIONS
 
 
 class SayUnready:
@@ -324,7 +324,7 @@ def test_a_target_may_bring_faults_of_its_own(tmp_path: Path) -> None:
 
 MYFAULTS = '''
 from gameday.faults import FAULTS, Fault
-from gameday.targets.local_faults import LOCAL_ACTIONS, Freeze, region_proxy
+from gameday.targets.local.faults import LOCAL_ACTIONS, Freeze, region_proxy
 
 FAULTS.add(Fault(name="proxy_frozen", needs_region=True, description="the region's proxy is frozen"))
 LOCAL_ACTIONS.register("proxy_frozen", Freeze(region_proxy))

@@ -1,7 +1,7 @@
 """How the ``local`` target does each fault: one action per fault name, with its exact inverse.
 
 :data:`LOCAL_ACTIONS` maps a fault of :data:`gameday.faults.FAULTS` to an action on the
-:class:`~gameday.fedapp.federation.LocalFederation`: stop a process (and start it again),
+:class:`~gameday.targets.local.federation.LocalFederation`: stop a process (and start it again),
 freeze processes (SIGSTOP / SIGCONT), a ``/readyz`` fault hook (and ``ok``), an admin hook
 (and its opposite), the broadcast delay or an agent's labels (the old value recorded in the
 call's params, so the revert is exact). Inject, revert and the dry-run plan all come from
@@ -23,7 +23,7 @@ import httpx
 
 from gameday.errors import FaultError
 from gameday.faults.model import Action, FaultCall, Table
-from gameday.fedapp.federation import LocalFederation
+from gameday.targets.local.federation import LocalFederation
 
 LocalAction = Action[LocalFederation]
 

@@ -14,7 +14,7 @@ import httpx
 from gameday.errors import ComponentFailed
 
 if TYPE_CHECKING:
-    from gameday.fedapp.federation import LocalFederation
+    from gameday.targets.local.federation import LocalFederation
 
 
 def query_gslb(fed: LocalFederation, timeout: float = 0.5) -> list[str]:

@@ -13,14 +13,14 @@ import httpx
 from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
-from gameday.fedapp.federation import LocalFederation, pid_alive
 from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
 from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Endpoints, RegionInfo
-from gameday.targets.local_faults import LOCAL_ACTIONS, LocalAction, app_instances
+from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
+from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.topology import Topology
 
 INSTANCE_READY_TIMEOUT = 15.0
@@ -117,7 +117,7 @@ class LocalTarget:
         action = self.actions.get(kind)
         if action is None:
             raise ConfigError(f"local target: fault {kind!r} has no local action; register one with "
-                              f"gameday.targets.local_faults.LOCAL_ACTIONS.register({kind!r}, ...)")
+                              f"gameday.targets.local.faults.LOCAL_ACTIONS.register({kind!r}, ...)")
         return action, FaultCall(fault, region, params)
 
     def plan_fault(self, kind: str, region: str | None, params: dict[str, Any]) -> tuple[str, str]:

@@ -227,7 +227,7 @@ class LauncherClient:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m gameday.fedapp.launcher")
+    p = argparse.ArgumentParser(prog="python -m gameday.targets.local.launcher")
     p.add_argument("--socket", required=True, type=Path)
     a = p.parse_args(argv)
     _Launcher(a.socket).serve()

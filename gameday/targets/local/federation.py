@@ -6,7 +6,7 @@
         fed.wait_ready()
         print(fed.status_table())
 
-Every component is its own OS process (see :mod:`gameday.fedapp.launcher`), in its own
+Every component is its own OS process (see :mod:`gameday.targets.local.launcher`), in its own
 session, so terminal signals reach only the harness, which decides when they stop. The
 processes die with the process that started the federation, even under ``kill -9``
 (:mod:`gameday.procs`): nothing outlives its runner. ``state.json`` records every pid
@@ -36,13 +36,13 @@ from typing import Any
 import httpx
 
 from gameday.errors import ComponentFailed, FaultError, GamedayError, TargetError
-from gameday.fedapp.launcher import LauncherClient
-from gameday.fedapp.natsserver import nats_server_argv, wait_for_port
-from gameday.fedapp.plan import plan_federation, release_ports
 from gameday.fedapp.spec import Endpoint, FederationSpec
 from gameday.interrupts import INTERRUPTS
 from gameday.procs import pid_alive, spawn, starttime
 from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
+from gameday.targets.local.launcher import LauncherClient
+from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
+from gameday.targets.local.plan import plan_federation, release_ports
 from gameday.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ class LocalFederation:
             # SIGTERM, not SIGKILL: the launcher then stops the components it forked, which
             # matters where they cannot be tied to it (elsewhere they get SIGKILL as it exits).
             proc = spawn(
-                [sys.executable, "-m", "gameday.fedapp.launcher", "--socket", str(self.launcher_sock)],
+                [sys.executable, "-m", "gameday.targets.local.launcher", "--socket", str(self.launcher_sock)],
                 death_signal=self._death_signal(signal.SIGTERM),
                 stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
             )
@@ -419,12 +419,12 @@ class LocalFederation:
         Raises:
             ComponentFailed: a component died, or *timeout* passed; says which and why.
         """
-        from gameday.fedapp.readiness import wait_ready  # noqa: PLC0415  (keeps dnspython out of imports)
+        from gameday.targets.local.readiness import wait_ready  # noqa: PLC0415  (keeps dnspython out of imports)
 
         return wait_ready(self, timeout, versions)
 
     def status_table(self) -> str:
-        from gameday.fedapp.readiness import status_table  # noqa: PLC0415
+        from gameday.targets.local.readiness import status_table  # noqa: PLC0415
 
         return status_table(self)
 
