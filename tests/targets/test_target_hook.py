@@ -301,7 +301,7 @@ def test_a_registered_fault_is_checked_like_a_builtin(tmp_path: Path) -> None:
         assert fault.describe() == "test_only_fault REGION seconds=... [depth=2]: for this test"
         target = LocalTarget(load_topology(), tmp_path / "fed")
         with pytest.raises(ConfigError, match=r"fault 'test_only_fault' has no local action; register one with "
-                                              r"gameday\.targets\.local_faults\.LOCAL_ACTIONS\.register"):
+                                              r"gameday\.targets\.local\.faults\.LOCAL_ACTIONS\.register"):
             target.plan_fault("test_only_fault", "a", {"seconds": 1})
     finally:
         FAULTS.unregister("test_only_fault")
