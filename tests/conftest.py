@@ -20,11 +20,10 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_ledger_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Keep the per-user ledger index (``gameday restore`` from any directory) out of the
-    real home: every test, and every process it starts, uses one of its own."""
+def _private_session_ledger_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What session-scoped fixtures (shared federations) start uses an index out of the real home."""
     before = os.environ.get("GAMEDAY_STATE_DIR")
-    os.environ["GAMEDAY_STATE_DIR"] = str(tmp_path_factory.mktemp("gameday-state"))
+    os.environ["GAMEDAY_STATE_DIR"] = str(tmp_path_factory.mktemp("gameday-state-session"))
     try:
         yield
     finally:
@@ -32,6 +31,15 @@ def _private_ledger_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
             os.environ.pop("GAMEDAY_STATE_DIR", None)
         else:
             os.environ["GAMEDAY_STATE_DIR"] = before
+
+
+@pytest.fixture(autouse=True)
+def _private_ledger_index(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the per-user ledger index (``gameday restore`` from any directory) out of the
+    real home and apart between tests: every test, and every process it starts, uses an
+    index of its own. (One index per worker let a ``gameday restore`` in one test see the
+    ledgers of tests running beside it, and fail on their live runners.)"""
+    monkeypatch.setenv("GAMEDAY_STATE_DIR", str(tmp_path_factory.mktemp("gameday-state")))
 
 
 @pytest.fixture
