@@ -113,6 +113,14 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)
+    if worker_input is None:
+        # What the target needs from this machine (kind/docker, a reachable API server, the
+        # allow-list), before collection: one line, nothing created. The controller checks
+        # once; xdist workers start only after it passed.
+        try:
+            registry.check(state.settings.target, state.topology, state.settings)
+        except GamedayError as exc:
+            raise pytest.UsageError(f"gameday: --gameday-target={state.settings.target}: {exc}") from exc
     if worker_input is not None and "gameday_run_dir" in worker_input:
         state.run_dir = Path(worker_input["gameday_run_dir"])
     elif os.environ.get(RUN_DIR_ENV):

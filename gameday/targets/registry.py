@@ -8,6 +8,11 @@ Each entry is ``(name, factory, attach)``:
 - ``attach(ref) -> Target``: the same target again from the dict its ``ref()`` returned, as
   written to the fault ledger; ``gameday restore`` uses it without pytest.
 
+A kind may also name a ``check(topology, settings) -> None``: what the target needs from
+the machine (tools, a reachable API server, allow-listed contexts), run by the plugin at
+session start, before collection, so a missing piece is one ``UsageError`` line and nothing
+is created (:meth:`TargetRegistry.check`).
+
 Either may be given as an import path, ``"package.module:Class.method"``, imported on
 first use: the kind and kube targets import ``kubernetes``, and a target may not be part of
 this installation at all (``external``, until its module is). The pytest plugin asks the
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 
 Factory = Callable[["Topology", "Settings", Path], "Target"]
 Attach = Callable[[dict[str, Any]], "Target"]
+Check = Callable[["Topology", "Settings"], None]
 
 
 def load(path: str, *, what: str) -> Any:
@@ -73,6 +79,8 @@ class TargetKind:
     name: str
     factory: Factory | str
     attach: Attach | str
+    check: Check | str | None = None
+    """What the target needs from the machine, checked at session start (None: nothing)."""
 
     def _resolve(self, fn: Callable[..., Any] | str, role: str) -> Callable[..., Any]:
         if isinstance(fn, str):
@@ -90,6 +98,10 @@ class TargetKind:
         target: Target = self._resolve(self.attach, "attach")(ref)
         return target
 
+    def run_check(self, topology: Topology, settings: Settings) -> None:
+        if self.check is not None:
+            self._resolve(self.check, "check")(topology, settings)
+
 
 class TargetRegistry:
     """Name -> :class:`TargetKind`."""
@@ -98,7 +110,7 @@ class TargetRegistry:
         self._kinds: dict[str, TargetKind] = {}
 
     def register(self, name: str, factory: Factory | str, attach: Attach | str, *,
-                 replace: bool = False) -> TargetKind:
+                 check: Check | str | None = None, replace: bool = False) -> TargetKind:
         """Register target *name*.
 
         Raises:
@@ -106,7 +118,7 @@ class TargetRegistry:
         """
         if name in self._kinds and not replace:
             raise ConfigError(f"target {shown(name)} is already registered; pass replace=True to override it")
-        kind = TargetKind(name, factory, attach)
+        kind = TargetKind(name, factory, attach, check)
         self._kinds[name] = kind
         return kind
 
@@ -129,6 +141,17 @@ class TargetRegistry:
     def make(self, name: str, topology: Topology, settings: Settings, workdir: Path) -> Target:
         """Build target *name* (not yet up). Raises what its factory raises."""
         return self.get(name).make(topology, settings, workdir)
+
+    def check(self, name: str, topology: Topology, settings: Settings) -> None:
+        """Check what target *name* needs from this machine, creating nothing (a name not
+        registered here, e.g. a hook's own, has nothing to check).
+
+        Raises:
+            GamedayError: one line naming what is missing and what to install or allow.
+        """
+        kind = self._kinds.get(name)
+        if kind is not None:
+            kind.run_check(topology, settings)
 
     def attach(self, name: str, ref: dict[str, Any]) -> Target:
         """Re-attach to target *name* from its ledger reference."""
@@ -162,15 +185,16 @@ REGISTRY = TargetRegistry()
 REGISTRY.register("local", "gameday.targets.local:LocalTarget.from_settings",
                   "gameday.targets.local:LocalTarget.attach")
 REGISTRY.register("kind", "gameday.targets.k8s.kind:KindTarget.from_settings",
-                  "gameday.targets.k8s.kind:KindTarget.attach")
+                  "gameday.targets.k8s.kind:KindTarget.attach", check="gameday.targets.k8s.kind:KindTarget.check")
 REGISTRY.register("kube", "gameday.targets.k8s.kube:KubeTarget.from_settings",
-                  "gameday.targets.k8s.kube:KubeTarget.attach")
+                  "gameday.targets.k8s.kube:KubeTarget.attach", check="gameday.targets.k8s.kube:KubeTarget.check")
 REGISTRY.register("external", "gameday.targets.external:ExternalTarget.from_settings",
                   "gameday.targets.external:ExternalTarget.attach")
 
 register = REGISTRY.register
 names = REGISTRY.names
 make = REGISTRY.make
+check = REGISTRY.check
 attach_path = REGISTRY.attach_path
 
 

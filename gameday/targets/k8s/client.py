@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from gameday.errors import ConfigError, TargetError
+from gameday.errors import ConfigError, TargetError, TargetUnreachable
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.plan import Op
 from gameday.topology import Topology
@@ -35,6 +35,10 @@ WAIT_TIMEOUT = 300.0
 """Seconds a cluster's workloads, or one rollout, may take to become available."""
 ClientFactory = Callable[[str], Any]
 """kubeconfig context -> ``kubernetes.client.ApiClient``."""
+
+PROBE_TIMEOUT = 5.0
+"""Seconds the session-start check waits for an API server's ``/version``: a reachable
+server answers in milliseconds; 5 s tolerates a slow VPN without stalling a run for long."""
 
 API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 
@@ -59,9 +63,51 @@ def default_client_factory(context: str) -> Any:
     try:
         return config.new_client_from_config(context=context, persist_config=False)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError) as exc:
+        why = " ".join(str(exc).split())[:300]
         raise TargetError(
-            f"kubeconfig context {context!r}: {exc} (check $KUBECONFIG and `kubectl config get-contexts`)"
+            f"kubeconfig context {context!r}: {why} (check $KUBECONFIG and `kubectl config get-contexts`)"
         ) from exc
+
+
+def probe_api_server(cluster: str, context: str, factory: ClientFactory = default_client_factory,
+                     timeout: float = PROBE_TIMEOUT) -> None:
+    """One ``GET /version`` on *context*'s API server, without retries.
+
+    Raises:
+        TargetError: the kubeconfig has no such context (from *factory*).
+        TargetUnreachable: the server did not answer; one line naming the context, the
+            server's address and the cause.
+    """
+    api = factory(context)
+    try:
+        host = str(getattr(getattr(api, "configuration", None), "host", "?"))
+        try:
+            client.VersionApi(api).get_code(_request_timeout=timeout, _preload_content=True)
+        except API_ERRORS as exc:
+            cause = _root_cause(exc)
+            raise TargetUnreachable(
+                f"kube context {context!r} (cluster {cluster!r}): its API server {host} is unreachable ({cause}); "
+                "check the kubeconfig ($KUBECONFIG, `kubectl --context "
+                f"{context} version`) and the network, or plan only with --gameday-dry-run"
+            ) from exc
+    finally:
+        close = getattr(api, "close", None)
+        if callable(close):
+            close()
+
+
+def _root_cause(exc: BaseException) -> str:
+    """The innermost reason (``[Errno 111] Connection refused``), on one line."""
+    if isinstance(exc, ApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    reason: BaseException = exc
+    while True:
+        inner = getattr(reason, "reason", None) or reason.__cause__ or reason.__context__
+        if not isinstance(inner, BaseException) or inner is reason:
+            break
+        reason = inner
+    text = str(reason).split(": ", 1)[-1] if isinstance(reason, urllib3.exceptions.HTTPError) else str(reason)
+    return " ".join(text.split())[:200] or type(reason).__name__
 
 
 class Clusters:

@@ -42,12 +42,25 @@ from gameday.topology import Topology
 
 log = logging.getLogger(__name__)
 
-MISSING = {
-    "kind": "kind not found: the kind target needs kind and a container engine (CI runners); "
-    "install kind (https://kind.sigs.k8s.io/docs/user/quick-start/) or use --gameday-target=local",
-    "docker": "docker not found: the kind target needs a container engine and kind (CI runners); "
-    "use --gameday-target=local on machines without one",
+KIND_VERSION = "v0.29.0"
+"""The kind release the nightly workflow installs (its node images match :data:`~.objects.KUBERNETES_VERSION`)."""
+INSTALL = {
+    "kind": f"kind {KIND_VERSION} (https://kind.sigs.k8s.io/docs/user/quick-start/#installation, "
+    f"or `go install sigs.k8s.io/kind@{KIND_VERSION}`)",
+    "docker": "docker, a container engine kind runs its nodes in (https://docs.docker.com/engine/install/)",
 }
+"""What to install, per tool the kind target needs."""
+
+
+def missing_tools_message(missing: list[str], daemon: str | None = None) -> str:
+    """One line: which of kind and docker are not on PATH (and the daemon's error, if any)."""
+    found = f"not found: {'; '.join(INSTALL.get(t, t) for t in missing)}" if missing else ""
+    down = (f"docker is installed but its daemon is not reachable ({daemon}): start it "
+            "(`sudo systemctl start docker`)") if daemon else ""
+    return (f"the kind target needs kind and a running container engine; {'; '.join(x for x in (found, down) if x)}"
+            ". Or use --gameday-target=local (no container engine needed)")
+
+
 CREATE_WAIT = "180s"
 """``kind create cluster --wait``: how long kind waits for the control plane to be Ready."""
 
@@ -106,6 +119,11 @@ def kind_topology(topology: Topology) -> Topology:
 
 
 # -- running -------------------------------------------------------------------------------------------
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[-1] if lines else text)[:300]
+
+
 class CommandRunner:
     """Runs kind/docker argv lists; in dry-run prints and records them instead."""
 
@@ -116,10 +134,10 @@ class CommandRunner:
         self.recorded: list[list[str]] = []
 
     def which(self, tool: str) -> str:
-        """The tool's path. Raises TargetError (:data:`MISSING`) when it is not on PATH."""
+        """The tool's path. Raises TargetError (what to install) when it is not on PATH."""
         found = shutil.which(tool)
         if found is None:
-            raise TargetError(MISSING.get(tool, f"{tool} not found on PATH"))
+            raise TargetError(missing_tools_message([tool]))
         return found
 
     def preflight(self, image: str | None = None) -> None:
@@ -130,22 +148,22 @@ class CommandRunner:
         """
         if self.dry_run:  # a dry run only prints the commands: it needs neither tool
             return
-        self.which("kind")
-        self.which("docker")
-        try:
-            self.run(docker_info_argv())
-        except TargetError as exc:
-            raise TargetError(
-                f"docker is installed but its daemon is not reachable ({exc}); the kind target "
-                "needs a running container engine (CI runners)"
-            ) from exc
+        missing = [t for t in ("kind", "docker") if shutil.which(t) is None]
+        daemon = None
+        if "docker" not in missing:
+            try:
+                self.run(docker_info_argv())
+            except TargetError as exc:
+                daemon = f"`docker info`: {_last_line(str(exc))}"
+        if missing or daemon:
+            raise TargetError(missing_tools_message(missing, daemon))
         if image is not None:
             try:
                 self.run(image_inspect_argv(image))
             except TargetError as exc:
                 raise TargetError(
                     f"image {image} is not in the local docker: build it first "
-                    f"(docker build -t {image} -f clusters/kind/Dockerfile .)"
+                    f"(`docker build -t {image} -f clusters/kind/Dockerfile .`)"
                 ) from exc
 
     def run(self, argv: list[str]) -> str:
@@ -214,6 +232,18 @@ class KindTarget:
     def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
         """The registry's factory: tools are checked here, before anything is created."""
         return cls(topology, workdir, dry_run=settings.dry_run)
+
+    @classmethod
+    def check(cls, topology: Topology, settings: Settings) -> None:
+        """The session-start check (:mod:`gameday.targets.registry`): kind and docker on PATH,
+        the docker daemon answering, the app image built; nothing is created. A dry run needs
+        none of them.
+
+        Raises:
+            TargetError: one line naming every missing tool and what to install.
+        """
+        m.clusters(topology)  # a region called "global" is refused here
+        CommandRunner(dry_run=settings.dry_run).preflight(o.APP_IMAGE)
 
     @classmethod
     def attach(cls, ref: dict[str, Any]) -> Self:

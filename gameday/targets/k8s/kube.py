@@ -35,7 +35,14 @@ from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s import plan
-from gameday.targets.k8s.client import API_ERRORS, ClientFactory, Clusters, brief, default_client_factory
+from gameday.targets.k8s.client import (
+    API_ERRORS,
+    ClientFactory,
+    Clusters,
+    brief,
+    default_client_factory,
+    probe_api_server,
+)
 from gameday.targets.k8s.plan import Op
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
@@ -75,15 +82,10 @@ class KubeTarget:
         addresses: dict[str, str] | None = None,
         out: TextIO | None = None,
     ) -> None:
-        if topology.contexts is None:
-            raise TargetError(
-                "the kube target needs `contexts:` in the topology file: the kubeconfig context of every "
-                "region and of `global` (see clusters/kind/topology.yaml); pass it with --gameday-topology"
-            )
-        m.clusters(topology)  # a region called "global" is refused here
-        plan.check_allowed(topology.contexts, allow)
+        contexts = self._contexts(topology)
+        plan.check_allowed(contexts, allow)
         self.topology = topology
-        self.contexts: dict[str, str] = dict(topology.contexts)
+        self.contexts: dict[str, str] = contexts
         self.workdir = workdir
         self.allow = tuple(allow)
         self.dry_run = dry_run
@@ -100,6 +102,33 @@ class KubeTarget:
     def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
         """The registry's factory: the allow-list and dry run from the settings."""
         return cls(topology, workdir, allow=settings.allow_context, dry_run=settings.dry_run)
+
+    @classmethod
+    def check(cls, topology: Topology, settings: Settings, *,
+              client_factory: ClientFactory = default_client_factory) -> None:
+        """The session-start check (:mod:`gameday.targets.registry`): contexts given and
+        allow-listed, and, unless ``--gameday-dry-run``, every API server answering. Creates
+        nothing, changes nothing.
+
+        Raises:
+            TargetError: one line naming the context and what to allow or fix.
+        """
+        contexts = cls._contexts(topology)
+        plan.check_allowed(contexts, settings.allow_context)
+        if settings.dry_run:  # a dry run makes no API call, not even this one
+            return
+        for cluster, ctx in contexts.items():
+            probe_api_server(cluster, ctx, client_factory)
+
+    @staticmethod
+    def _contexts(topology: Topology) -> dict[str, str]:
+        if topology.contexts is None:
+            raise TargetError(
+                "the kube target needs `contexts:` in the topology file: the kubeconfig context of every "
+                "region and of `global` (see clusters/kind/topology.yaml); pass it with --gameday-topology"
+            )
+        m.clusters(topology)  # a region called "global" is refused here (the topology checks the rest)
+        return dict(topology.contexts)
 
     @classmethod
     def attach(cls, ref: dict[str, Any]) -> Self:
