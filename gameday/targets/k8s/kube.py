@@ -208,6 +208,12 @@ class KubeTarget:
             nats_url=f"nats://{g}:{o.NATS_PORT}",
             broadcast_subject=broadcast_subject(m.run_id(self.topology)),
             extra={"gslb_status": f"http://{g}:{o.GSLB_HTTP_PORT}/status", "contexts": dict(self.contexts)},
+            # what the conformance suite reads beyond the drill's sources: the GSLB's health
+            # and ramps (R2, R8, R10), the agents' probe counters (R2), the control plane's
+            # snapshot (R3); each at its component's NodePort Service, like the rest
+            gslb=f"http://{g}:{o.GSLB_HTTP_PORT}/status",
+            agents={r.name: f"http://{a.host(r.name)}:{o.AGENT_PORT}/status" for r in self.topology.regions},
+            snapshot=f"http://{g}:{o.CONTROL_PLANE_PORT}/snapshot",
         )
 
     def sources(self) -> Sources:
