@@ -147,6 +147,110 @@ def _check_fault_names(faults: FaultTable, where: str, *, regional: bool) -> Non
             raise ValueError(f"{where}.{name}: {name} needs a region; put it under regions[i].faults")
 
 
+# -- faults as Kubernetes operations (the kube and kind targets) -----------------------------------
+_K8S_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")  # DNS-1123 label: namespaces
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # DNS-1123 subdomain: object names
+_K8S_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_K8S_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _k8s(pattern: re.Pattern[str], what: str) -> Any:
+    def check(v: str) -> str:
+        if not pattern.match(v):
+            raise ValueError(f"got {shown(v)}, expected {what}")
+        return v
+    return AfterValidator(check)
+
+
+K8sNamespace = Annotated[str, _k8s(_K8S_LABEL, "a Kubernetes namespace (DNS-1123 label: [a-z0-9-], <= 63)")]
+K8sName = Annotated[str, _k8s(_K8S_NAME, "a Kubernetes object name (DNS-1123 subdomain: [a-z0-9.-], <= 253)")]
+
+
+class ScaleToZero(_Model):
+    """Scale a workload to 0 replicas; the revert scales it back to the count read just before."""
+
+    kind: Literal["Deployment", "StatefulSet"] = "Deployment"
+    namespace: K8sNamespace
+    name: K8sName
+
+
+class IsolateNamespace(_Model):
+    """A NetworkPolicy selecting every pod of the namespace with no rule: all traffic into and out
+    of it is dropped (the CNI must enforce NetworkPolicies); the revert deletes the policy."""
+
+    namespace: K8sNamespace
+
+
+class PatchSelector(_Model):
+    """Point a Service at other pods (e.g. none: a selector no pod has); the revert puts back
+    exactly the selector read just before."""
+
+    namespace: K8sNamespace
+    service: K8sName
+    selector: dict[str, str] = Field(min_length=1, max_length=20)
+
+    @field_validator("selector")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not _K8S_LABEL_KEY.match(key):
+                raise ValueError(f"key {shown(key)}: expected a Kubernetes label key ([prefix/]name)")
+            if not _K8S_LABEL_VALUE.match(value):
+                raise ValueError(f"{key}: got {shown(value)}, expected a Kubernetes label value "
+                                 "([A-Za-z0-9._-], <= 63)")
+        return v
+
+
+class KubernetesFault(_Model):
+    """One fault as a Kubernetes operation with an exact inverse: exactly one of the three."""
+
+    cluster: str | None = None
+    """The key in ``kubernetes.contexts`` of the cluster to act on; default: the fault's region."""
+    scale_to_zero: ScaleToZero | None = None
+    isolate_namespace: IsolateNamespace | None = None
+    patch_selector: PatchSelector | None = None
+    takes_region_out: bool | None = Field(None, strict=True)
+    """As for command faults: only for a fault of the profile's own."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> KubernetesFault:
+        given = [n for n in ("scale_to_zero", "isolate_namespace", "patch_selector") if getattr(self, n) is not None]
+        if not given:
+            raise ValueError("scale_to_zero: required field is missing; a Kubernetes fault is exactly one of "
+                             "scale_to_zero, isolate_namespace, patch_selector")
+        if len(given) > 1:
+            raise ValueError(f"{given[1]}: not allowed with {given[0]}; a Kubernetes fault is exactly one of "
+                             "scale_to_zero, isolate_namespace, patch_selector")
+        return self
+
+    @property
+    def action(self) -> ScaleToZero | IsolateNamespace | PatchSelector:
+        a = self.scale_to_zero or self.isolate_namespace or self.patch_selector
+        assert a is not None  # _exactly_one
+        return a
+
+
+class KubernetesSpec(_Model):
+    """The federation's clusters and its faults as Kubernetes operations, for ``--gameday-target``
+    ``kube`` or ``kind`` with a profile (the ``external`` target ignores this section)."""
+
+    contexts: dict[str, str] = Field(min_length=1)
+    """Cluster key (a region name, or another name such as ``global``) -> kubeconfig context;
+    every context must be allowed with ``--gameday-allow-context``."""
+    faults: dict[str, KubernetesFault] = Field(default_factory=dict)
+    """Region-less faults (each names its ``cluster``)."""
+    regions: dict[str, dict[str, KubernetesFault]] = Field(default_factory=dict)
+    """Region name -> its faults (on the region's own cluster unless one names another)."""
+
+    @field_validator("contexts")
+    @classmethod
+    def _contexts(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, ctx in v.items():
+            if not key or not ctx:
+                raise ValueError(f"{shown(key)}: expected a cluster key and a kubeconfig context, both non-empty")
+        return v
+
+
 # -- observation sources ---------------------------------------------------------------------------
 class HttpJsonNodeSpec(_Model):
     """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided."""
@@ -400,6 +504,9 @@ class Profile(_Model):
     timing: FederationTiming | None = None
     load: Load = Field(default_factory=Load)
     """The drills' default offered load (users, rate) and the N-1 headroom margin."""
+    kubernetes: KubernetesSpec | None = None
+    """The clusters and faults the kube and kind targets use with this profile; None: the
+    profile drills only through the ``external`` target's commands."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:
@@ -424,7 +531,35 @@ class Profile(_Model):
         clash = sorted(set(self.faults) & {f for r in self.regions for f in r.faults})
         if clash:
             raise ValueError(f"faults: {clash} also declared per region; a fault is either regional or not")
+        if self.kubernetes is not None:
+            self._check_kubernetes(self.kubernetes, names)
         return self
+
+    @staticmethod
+    def _check_kubernetes(k: KubernetesSpec, regions: set[str]) -> None:
+        for region, table in k.regions.items():
+            if region not in regions:
+                raise ValueError(f"kubernetes.regions.{region}: no region {shown(region)} in regions "
+                                 f"(expected one of {sorted(regions)})")
+            for name, fault in table.items():
+                cluster = fault.cluster or region
+                if cluster not in k.contexts:
+                    raise ValueError(f"kubernetes.regions.{region}.{name}: cluster {shown(cluster)} has no "
+                                     f"kubernetes.contexts entry (have {sorted(k.contexts)})")
+        for name, fault in k.faults.items():
+            if fault.cluster is None or fault.cluster not in k.contexts:
+                raise ValueError(f"kubernetes.faults.{name}.cluster: got {shown(fault.cluster)}, expected one of "
+                                 f"{sorted(k.contexts)} (a region-less fault names its cluster)")
+        as_commands = {"_": FaultSpec(inject=Command(argv=["true"]), revert=Command(argv=["true"]))}
+        for where, table, regional in [("kubernetes.faults", k.faults, False),
+                                       *((f"kubernetes.regions.{r}", t, True) for r, t in k.regions.items())]:
+            # the same naming rules as command faults (a known name keeps its meaning)
+            _check_fault_names({n: as_commands["_"].model_copy(update={"takes_region_out": f.takes_region_out})
+                                for n, f in table.items()}, where, regional=regional)
+        clash = sorted(set(k.faults) & {f for t in k.regions.values() for f in t})
+        if clash:
+            raise ValueError(f"kubernetes.faults: {clash} also declared per region; a fault is either regional "
+                             "or not")
 
     # -- what the drill needs -------------------------------------------------------------------
     def region(self, name: str) -> ProfileRegion:

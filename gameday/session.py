@@ -97,15 +97,18 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
         pytest.UsageError: the topology file is invalid (names file and field).
     """
     workers = getattr(config.option, "numprocesses", None)  # pytest-xdist's -n, when installed
-    if state.settings.target == "external" and workers not in (None, 0, "0"):
+    # kube and kind with a profile drill the team's own federation, like external does
+    profiled = state.settings.target == "external" or (state.settings.profile is not None
+                                                       and state.settings.target in ("kube", "kind"))
+    if profiled and workers not in (None, 0, "0"):
         # Each xdist worker has a federation of its own on the other targets; an external
         # federation is one, so two workers would break it at the same time.
-        raise pytest.UsageError(f"gameday: --gameday-target=external drills the one federation its profile "
-                                f"describes; -n {workers} would run drills in several pytest-xdist workers against "
-                                "it at once: run without -n")
+        raise pytest.UsageError(f"gameday: --gameday-target={state.settings.target} drills the one federation "
+                                f"its profile describes; -n {workers} would run drills in several pytest-xdist "
+                                "workers against it at once: run without -n")
     try:
-        if state.settings.target == "external":
-            assert state.settings.profile is not None  # settings.resolve requires it
+        if profiled:
+            assert state.settings.profile is not None  # settings.resolve requires it for external
             state.profile = load_profile(state.settings.profile)
             state.topology = state.profile.profile.as_topology()
         else:

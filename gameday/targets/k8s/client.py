@@ -125,13 +125,19 @@ class Clusters:
         self._factory = factory
         self._clients: dict[str, Any] = {}
 
-    def read_replicas(self, cluster: str, kind: str, name: str) -> int:
+    def read_replicas(self, cluster: str, kind: str, name: str, namespace: str = o.NAMESPACE) -> int:
         """``spec.replicas`` of a Deployment or StatefulSet, through its scale subresource."""
         api = client.AppsV1Api(self.client(cluster))
         deployment = kind == "Deployment"
         read = api.read_namespaced_deployment_scale if deployment else api.read_namespaced_stateful_set_scale
-        scale = read(name, o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
+        scale = read(name, namespace, _request_timeout=REQUEST_TIMEOUT)
         return int(scale.spec.replicas or 0) if scale.spec else 0
+
+    def read_service_selector(self, cluster: str, namespace: str, name: str) -> dict[str, str]:
+        """``spec.selector`` of a Service (empty: it has none)."""
+        svc = client.CoreV1Api(self.client(cluster)).read_namespaced_service(
+            name, namespace, _request_timeout=REQUEST_TIMEOUT)
+        return dict((svc.spec.selector if svc.spec else None) or {})
 
     def entry_pods(self, region: str) -> list[Any]:
         """The region's gateway and proxy pods."""

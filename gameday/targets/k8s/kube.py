@@ -44,6 +44,7 @@ from gameday.targets.k8s.client import (
     probe_api_server,
 )
 from gameday.targets.k8s.plan import Op
+from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 log = logging.getLogger(__name__)
@@ -99,8 +100,12 @@ class KubeTarget:
         self._log_next = 0.0
 
     @classmethod
-    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
-        """The registry's factory: the allow-list and dry run from the settings."""
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> KubeTarget | ProfileKubeTarget:
+        """The registry's factory: the allow-list and dry run from the settings. With
+        ``--gameday-profile``: the team's own federation on its clusters
+        (:class:`~gameday.targets.k8s.profiled.ProfileKubeTarget`)."""
+        if settings.profile is not None:
+            return ProfileKubeTarget.from_settings(settings, workdir, name="kube")
         return cls(topology, workdir, allow=settings.allow_context, dry_run=settings.dry_run)
 
     @classmethod
@@ -113,6 +118,9 @@ class KubeTarget:
         Raises:
             TargetError: one line naming the context and what to allow or fix.
         """
+        if settings.profile is not None:
+            ProfileKubeTarget.check(settings, name="kube", client_factory=client_factory)
+            return
         contexts = cls._contexts(topology)
         plan.check_allowed(contexts, settings.allow_context)
         if settings.dry_run:  # a dry run makes no API call, not even this one
@@ -133,7 +141,8 @@ class KubeTarget:
     @classmethod
     def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (for ``gameday restore``). The allow-list
-        recorded when the fault was injected is checked again."""
+        recorded when the fault was injected is checked again. (A profile's target records
+        its own attach in the ledger: :meth:`ProfileKubeTarget.attach`.)"""
         return cls(
             Topology.model_validate(ref["topology"]),
             Path(ref["workdir"]),

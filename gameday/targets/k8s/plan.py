@@ -23,6 +23,7 @@ through the API server so they need no network path from the harness to the pods
 from __future__ import annotations
 
 import fnmatch
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -59,12 +60,16 @@ class Op:
     selector: str | None = None
     port: int | None = None
     path: str | None = None
+    note: str | None = None
+    """What a dry run could not know, in words (``the replica count read at injection``)."""
 
     def describe(self) -> str:
         """One line for dry-run output and errors, e.g. ``scale Deployment gameday/gateway to 0 [a]``."""
         where = f"{self.namespace}/{self.name}" if self.namespace else self.name
         if self.verb == "scale":
-            what = f"scale {self.kind} {where} to {self.replicas}"
+            what = f"scale {self.kind} {where} to {self.replicas if self.replicas is not None else self.note}"
+        elif self.verb == "patch" and self.kind == "Service":
+            what = f"patch {self.kind} {where} {json.dumps(dict(self.body or {}), sort_keys=True)}"
         elif self.verb == "admin":
             body = dict(self.body or {})
             what = f"POST {self.path} {body} to pods {self.selector} port {self.port} in {self.namespace}"
@@ -72,7 +77,8 @@ class Op:
             what = f"connect to context {self.name!r}"
         else:
             what = f"{self.verb} {self.kind} {where}"
-        return f"{what} [{self.cluster}]"
+        note = f" ({self.note})" if self.note and not (self.verb == "scale" and self.replicas is None) else ""
+        return f"{what}{note} [{self.cluster}]"
 
 
 @dataclass(frozen=True)
