@@ -10,7 +10,9 @@ content types are exercised end to end:
 - ``GET``/``PATCH`` ``/api/v1/namespaces/{ns}/services/{name}`` (JSON merge patch, RFC 7386:
   a ``null`` removes a key);
 - ``PATCH`` (server-side apply, ``application/apply-patch+yaml``, ``fieldManager`` and
-  ``force`` required) and ``DELETE`` of ``.../networkpolicies/{name}`` (404 when absent).
+  ``force`` required) and ``DELETE`` of ``.../networkpolicies/{name}`` (404 when absent);
+- server-side apply and ``GET`` of ``/api/v1/namespaces/{ns}/secrets/{name}`` (``stringData``
+  is write-only: stored base64-encoded in ``data``).
 
 Every object it stores is validated strictly against the real schemas (kubernetes-validate)
 first; a request it does not know is a 404 and is recorded in :attr:`ApiServer.unknown`.
@@ -19,6 +21,7 @@ No controllers, no pods: scaling changes ``spec.replicas`` and nothing else.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -143,6 +146,22 @@ class ApiServer:
                         patched = merge_patch(objs[key], self._body())
                         kubernetes_validate.validate(patched, o.SCHEMA_VERSION, strict=True)
                         objs[key] = patched
+                    return self._send(200, objs[key])
+                m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/secrets/([^/]+)", path)
+                if m:
+                    key = ("Secret", m[1], m[2])
+                    if self.command == "PATCH":
+                        if ctype != "application/apply-patch+yaml" or "fieldManager" not in query:
+                            return self._status(415, "server-side apply needs apply-patch+yaml and a field manager")
+                        body = self._body()
+                        kubernetes_validate.validate(body, o.SCHEMA_VERSION, strict=True)
+                        # as the API server does: stringData is write-only, merged into data as base64
+                        string = body.pop("stringData", {})
+                        body["data"] = {**body.get("data", {}),
+                                        **{k: base64.b64encode(v.encode()).decode() for k, v in string.items()}}
+                        objs[key] = body
+                    if key not in objs:
+                        return self._status(404, "NotFound")
                     return self._send(200, objs[key])
                 m = re.fullmatch(r"/apis/networking.k8s.io/v1/namespaces/([^/]+)/networkpolicies/([^/]+)", path)
                 if m:

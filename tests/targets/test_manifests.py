@@ -84,6 +84,7 @@ def test_one_cluster_per_region_plus_global(topology: Topology, rendered: Render
         "Deployment",
         "Namespace",
         "PodDisruptionBudget",
+        "Secret",
         "Service",
         "StatefulSet",
     ]

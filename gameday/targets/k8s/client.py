@@ -11,6 +11,8 @@ module that imports ``kubernetes``.
 
 from __future__ import annotations
 
+import base64
+import http.client
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -20,6 +22,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.stream import portforward
 
 from gameday.errors import ConfigError, TargetError, TargetUnreachable
 from gameday.targets.k8s import objects as o
@@ -46,6 +49,7 @@ API_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError)
 _KINDS: dict[str, tuple[type[Any], str, bool]] = {
     "Namespace": (client.CoreV1Api, "namespace", False),
     "ConfigMap": (client.CoreV1Api, "namespaced_config_map", True),
+    "Secret": (client.CoreV1Api, "namespaced_secret", True),
     "Service": (client.CoreV1Api, "namespaced_service", True),
     "Deployment": (client.AppsV1Api, "namespaced_deployment", True),
     "StatefulSet": (client.AppsV1Api, "namespaced_stateful_set", True),
@@ -124,6 +128,34 @@ class Clusters:
         self.contexts = dict(contexts)
         self._factory = factory
         self._clients: dict[str, Any] = {}
+        self._admin_token: dict[str, str] = {}
+        """Cluster -> the admin token (kept here only: never in a plan, a record or a message)."""
+
+    def __repr__(self) -> str:
+        return f"Clusters(contexts={self.contexts!r})"
+
+    def set_admin_token(self, token: str) -> None:
+        """The token this deploy writes into every cluster's admin Secret and signs admin calls with."""
+        self._admin_token = dict.fromkeys(self.contexts, token)
+
+    def admin_token(self, cluster: str) -> str:
+        """The cluster's admin token: the one set by this deploy, else read from its Secret
+        (``gameday restore``, a reused deployment).
+
+        Raises:
+            TargetError: no such Secret or key (the federation was not deployed by gameday).
+        """
+        if cluster not in self._admin_token:
+            core = client.CoreV1Api(self.client(cluster))
+            try:
+                sec = core.read_namespaced_secret(o.ADMIN_SECRET, o.NAMESPACE, _request_timeout=REQUEST_TIMEOUT)
+                raw = (sec.data or {})[o.ADMIN_TOKEN_KEY]
+                self._admin_token[cluster] = base64.b64decode(raw).decode("utf-8").strip()
+            except (ApiException, KeyError, ValueError) as exc:
+                why = brief(exc) if isinstance(exc, ApiException) else f"no key {o.ADMIN_TOKEN_KEY!r}"
+                raise TargetError(f"cluster {cluster!r}: cannot read the admin token from Secret "
+                                  f"{o.NAMESPACE}/{o.ADMIN_SECRET} ({why}); admin calls need it") from None
+        return self._admin_token[cluster]
 
     def read_replicas(self, cluster: str, kind: str, name: str, namespace: str = o.NAMESPACE) -> int:
         """``spec.replicas`` of a Deployment or StatefulSet, through its scale subresource."""
@@ -204,7 +236,7 @@ class Clusters:
             assert op.port is not None
             assert op.path is not None
             assert op.selector is not None
-            self.pod_proxy(op.cluster, op.selector, op.port, "POST", op.path, body=dict(op.body or {}))
+            self.pod_admin(op.cluster, op.selector, op.port, op.path, body=dict(op.body or {}))
         else:
             raise ConfigError(f"kube target: unknown operation verb {op.verb!r}")
 
@@ -218,9 +250,13 @@ class Clusters:
     def _apply(self, op: Op) -> None:
         api, stem, namespaced = self._api(op)
         args = (op.name, op.namespace) if namespaced else (op.name,)
+        body = dict(op.body or {})
+        if op.kind == "Secret" and op.name == o.ADMIN_SECRET:
+            # the token joins the object here, at the last moment, and nowhere else
+            body["stringData"] = {o.ADMIN_TOKEN_KEY: self.admin_token(op.cluster)}
         getattr(api, f"patch_{stem}")(
             *args,
-            dict(op.body or {}),
+            body,
             field_manager=FIELD_MANAGER,
             force=True,
             _content_type=APPLY_PATCH,
@@ -346,6 +382,36 @@ class Clusters:
             answers.append(json.loads(data or b"{}"))
         return answers
 
+    def pod_admin(self, cluster: str, selector: str, port: int, path: str, *,
+                  body: dict[str, Any]) -> list[dict[str, Any]]:
+        """``POST`` *body* to *path* on *port* of every running pod matching *selector*, signed
+        with the admin token, through a port-forward of each pod (the API server's pod proxy
+        cannot carry it: the API server consumes the ``Authorization`` header). Each
+        forward is closed before the next. Their JSON answers.
+
+        Raises:
+            TargetError: no pod runs, or one answered >= 400 (its status and body; never the token).
+        """
+        core = client.CoreV1Api(self.client(cluster))
+        pods = [p for p in core.list_namespaced_pod(o.NAMESPACE, label_selector=selector,
+                                                    _request_timeout=REQUEST_TIMEOUT).items
+                if p.status and p.status.phase == "Running"]
+        if not pods:
+            raise TargetError(f"no running pod matching {selector!r} in cluster {cluster!r} to POST {path}")
+        token = self.admin_token(cluster)
+        answers = []
+        for p in pods:
+            pf = portforward(core.connect_get_namespaced_pod_portforward, _name(p), o.NAMESPACE, ports=str(port))
+            try:
+                status, data = http_request(pf.socket(port), "POST", path, body, token=token,
+                                            timeout=REQUEST_TIMEOUT)
+            finally:
+                pf.close()
+            if status >= 400:
+                raise TargetError(f"POST {path} on pod {_name(p)} ({cluster}) answered {status}: {data[:200]!r}")
+            answers.append(json.loads(data or b"{}"))
+        return answers
+
     def node_address(self, cluster: str) -> str:
         core = client.CoreV1Api(self.client(cluster))
         try:
@@ -353,6 +419,34 @@ class Clusters:
         except API_ERRORS as exc:
             raise TargetError(f"listing nodes in context {self.contexts[cluster]!r}: {brief(exc)}") from exc
         return pick_node_address(cluster, [_node_facts(n) for n in nodes])
+
+
+class _OnSocket(http.client.HTTPConnection):
+    """An HTTP/1.1 connection over a socket that is already open (a port-forward's)."""
+
+    def __init__(self, sock: Any, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self.sock = sock
+
+    def connect(self) -> None:  # the socket is connected already
+        return
+
+
+def http_request(sock: Any, method: str, path: str, body: dict[str, Any] | None, *, token: str | None,
+                 timeout: float) -> tuple[int, bytes]:
+    """One HTTP request on the connected *sock*, ``Authorization: Bearer`` *token* if given;
+    ``(status, body)``. The socket is closed after the answer (one request per forward)."""
+    conn = _OnSocket(sock, timeout)
+    headers = {"Content-Type": "application/json", "Accept": "application/json", "Connection": "close"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        sock.settimeout(timeout)
+        conn.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
 
 
 def _node_facts(node: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -48,6 +49,9 @@ from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 log = logging.getLogger(__name__)
+
+ADMIN_TOKEN_BYTES = 32
+"""Random bytes of a deploy's admin token (256 bits, URL-safe text: fits a header and a Secret)."""
 
 LOG_POLL_INTERVAL = 2.0
 """Seconds between pod-log reads in :meth:`KubeTarget.alarm_lines` (the observer calls it at
@@ -171,8 +175,16 @@ class KubeTarget:
                 self._addressing = m.Addressing({c: self._node_address(c) for c in self.contexts})
 
     def deploy(self) -> None:
-        """Apply the manifests cluster by cluster (R12 order), each verified before the next."""
-        self.run(plan.plan_deploy(self.topology, self.addressing), TargetError)
+        """Apply the manifests cluster by cluster (R12 order), each verified before the next.
+
+        A fresh admin token per deploy goes into each cluster's admin Secret (added by the
+        executor, so the plan, the dry-run record and the ledger never hold it); the pods roll
+        to read it (a new random *generation* id in their template, not the token).
+        """
+        generation = "dry-run" if self.dry_run else secrets.token_hex(8)
+        if not self.dry_run:
+            self.clusters.set_admin_token(secrets.token_urlsafe(ADMIN_TOKEN_BYTES))
+        self.run(plan.plan_deploy(self.topology, self.addressing, generation), TargetError)
 
     def down(self) -> None:
         self.delete_namespaces(None)
@@ -312,7 +324,7 @@ class KubeTarget:
         assert op.path is not None
         try:
             assert op.selector is not None
-            answers = self.clusters.pod_proxy(op.cluster, op.selector, op.port, "POST", op.path, body={})
+            answers = self.clusters.pod_admin(op.cluster, op.selector, op.port, op.path, body={})
         except API_ERRORS as exc:
             raise TargetError(f"full reconciliation pass failed: {brief(exc)}") from exc
         return answers[0]

@@ -72,6 +72,7 @@ from gameday.targets.k8s.objects import (
     SECURITY,
     WORKDIR,
     Obj,
+    admin_secret,
     config_map,
     deployment,
     fedapp_container,
@@ -184,12 +185,20 @@ def spec_json(spec: FederationSpec) -> str:
 
 
 # -- per cluster ------------------------------------------------------------------------------------
-def render_region(topology: Topology, region: str, spec: FederationSpec) -> list[Obj]:
-    """Namespace, spec ConfigMap, gateway/proxy/agent and per-instance app Deployments, Services, PDBs."""
+def _template_hash(text: str, admin_generation: str) -> str:
+    """The pods' ``spec-sha256`` annotation: a changed spec or a new admin token (a new
+    *admin_generation*, not the token) rolls the pods, which read both at start only."""
+    return hashlib.sha256(f"{text}\0{admin_generation}".encode()).hexdigest()
+
+
+def render_region(topology: Topology, region: str, spec: FederationSpec, admin_generation: str = "") -> list[Obj]:
+    """Namespace, spec ConfigMap, admin Secret, gateway/proxy/agent and per-instance app
+    Deployments, Services, PDBs."""
     r = topology.region(region)
     text = spec_json(spec)
-    h = hashlib.sha256(text.encode()).hexdigest()
-    objs: list[Obj] = [namespace(topology, region), config_map(topology, region, text)]
+    h = _template_hash(text, admin_generation)
+    objs: list[Obj] = [namespace(topology, region), config_map(topology, region, text),
+                       admin_secret(topology, region)]
     for component, port in (("gateway", GATEWAY_PORT), ("proxy", PROXY_PORT), ("agent", AGENT_PORT)):
         ports = [http_port(port)]
         objs.append(
@@ -240,12 +249,13 @@ def _app(topology: Topology, region: str, instances: int, spec_hash: str) -> lis
     return objs
 
 
-def render_global(topology: Topology, spec: FederationSpec) -> list[Obj]:
-    """Namespace, spec ConfigMap, control plane, GSLB, NATS (JetStream on a PVC), Services, PDBs."""
+def render_global(topology: Topology, spec: FederationSpec, admin_generation: str = "") -> list[Obj]:
+    """Namespace, spec ConfigMap, admin Secret, control plane, GSLB, NATS (JetStream on a
+    PVC), Services, PDBs."""
     c = GLOBAL_CLUSTER
     text = spec_json(spec)
-    h = hashlib.sha256(text.encode()).hexdigest()
-    objs: list[Obj] = [namespace(topology, c), config_map(topology, c, text)]
+    h = _template_hash(text, admin_generation)
+    objs: list[Obj] = [namespace(topology, c), config_map(topology, c, text), admin_secret(topology, c)]
     cp_ports = [http_port(CONTROL_PLANE_PORT)]
     objs += [
         deployment(topology, c, "controlplane", fedapp_container("controlplane", cp_ports, []), h),
@@ -349,14 +359,19 @@ def _nats(topology: Topology) -> list[Obj]:
     return [sts, headless, svc, pdb(topology, c, "nats", REPLICAS["nats"])]
 
 
-def render_all(topology: Topology, addressing: Addressing | None = None) -> dict[str, list[Obj]]:
-    """Every cluster's objects, keyed by cluster (``global`` first, then regions)."""
+def render_all(topology: Topology, addressing: Addressing | None = None,
+               admin_generation: str = "") -> dict[str, list[Obj]]:
+    """Every cluster's objects, keyed by cluster (``global`` first, then regions).
+
+    *admin_generation* names the deploy's admin token (a random id beside it, never the
+    token): a new one rolls the pods so they read the new token.
+    """
     clusters(topology)  # refuses a region called "global"
     addressing = addressing or Addressing.placeholder(topology)
     spec = render_spec(topology, addressing)
-    out: dict[str, list[Obj]] = {GLOBAL_CLUSTER: render_global(topology, spec)}
+    out: dict[str, list[Obj]] = {GLOBAL_CLUSTER: render_global(topology, spec, admin_generation)}
     for r in topology.regions:
-        out[r.name] = render_region(topology, r.name, spec)
+        out[r.name] = render_region(topology, r.name, spec, admin_generation)
     return out
 
 

@@ -28,6 +28,14 @@ SCHEMA_VERSION = "1.33.0"
 KIND_NODE_IMAGE = f"kindest/node:v{KUBERNETES_VERSION}"
 
 NAMESPACE = "gameday"
+ADMIN_SECRET = "gameday-admin"  # noqa: S105  (the Secret's name, not a secret)
+"""The per-run admin token's Secret (one key, :data:`ADMIN_TOKEN_KEY`). The manifests declare it
+without data; the kube/kind executor adds the token when it applies it (so no plan, dry-run
+record or reviewed copy ever holds a token)."""
+ADMIN_TOKEN_KEY = "token"  # noqa: S105  (the key's name, not a secret)
+ADMIN_DIR = "/var/run/gameday-admin"
+ADMIN_TOKEN_ENV = "GAMEDAY_ADMIN_TOKEN_FILE"  # noqa: S105  (names the file; the fedapp reads it)
+"""The components read their admin bearer token from the file this variable names."""
 SPEC_CONFIGMAP = "federation-spec"
 SPEC_DIR = "/etc/gameday"
 SPEC_PATH = f"{SPEC_DIR}/spec.json"
@@ -148,7 +156,13 @@ def fedapp_container(role: str, ports: list[Obj], args: list[str], env: list[Obj
         "args": [role, "--spec", SPEC_PATH, *args],
         # The fedapp binds to its spec host (the node address). In a pod it must listen on
         # every interface instead; the components honour GAMEDAY_BIND_HOST for that.
-        "env": [{"name": "GAMEDAY_BIND_HOST", "value": "0.0.0.0"}, *(env or [])],
+        "env": [
+            {"name": "GAMEDAY_BIND_HOST", "value": "0.0.0.0"},
+            # every admin call must carry this token (Authorization: Bearer); without the
+            # Secret's key the pod does not start: admin fails closed, never open
+            {"name": ADMIN_TOKEN_ENV, "value": f"{ADMIN_DIR}/{ADMIN_TOKEN_KEY}"},
+            *(env or []),
+        ],
         "ports": ports,
         "livenessProbe": probe("/livez", http, period=10, failure=3),
         "readinessProbe": probe(
@@ -167,6 +181,7 @@ def fedapp_container(role: str, ports: list[Obj], args: list[str], env: list[Obj
             {"name": "spec", "mountPath": SPEC_DIR, "readOnly": True},
             {"name": "work", "mountPath": WORKDIR},
             {"name": "tmp", "mountPath": "/tmp"},  # noqa: S108  (a pod-private emptyDir)
+            {"name": "admin", "mountPath": ADMIN_DIR, "readOnly": True},
         ],
     }
 
@@ -187,6 +202,9 @@ def pod_spec(topology: Topology, component: str, containers: list[Obj]) -> Obj:
             {"name": "spec", "configMap": {"name": SPEC_CONFIGMAP}},
             {"name": "work", "emptyDir": {}},
             {"name": "tmp", "emptyDir": {"medium": "Memory"}},
+            # owner and group (fsGroup) may read it, nobody else; 0o440
+            {"name": "admin", "secret": {"secretName": ADMIN_SECRET, "defaultMode": 0o440,
+                                         "items": [{"key": ADMIN_TOKEN_KEY, "path": ADMIN_TOKEN_KEY}]}},
         ],
     }
 
@@ -305,4 +323,14 @@ def config_map(topology: Topology, cluster: str, text: str) -> Obj:
         "kind": "ConfigMap",
         "metadata": meta(topology, cluster, SPEC_CONFIGMAP),
         "data": {"spec.json": text},
+    }
+
+
+def admin_secret(topology: Topology, cluster: str) -> Obj:
+    """The admin token's Secret, declared without data (the executor adds the token)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta(topology, cluster, ADMIN_SECRET),
+        "type": "Opaque",
     }

@@ -135,10 +135,10 @@ def plan_connect(contexts: Mapping[str, str]) -> list[Op]:
     ]
 
 
-def plan_deploy(topology: Topology, addressing: m.Addressing) -> list[Op]:
+def plan_deploy(topology: Topology, addressing: m.Addressing, admin_generation: str = "") -> list[Op]:
     """Apply every object, cluster by cluster in :func:`manifests.release_order`, each
     cluster verified available (``wait``) before the next one is touched (R12)."""
-    objs = m.render_all(topology, addressing)
+    objs = m.render_all(topology, addressing, admin_generation)
     ops: list[Op] = []
     for cluster in m.release_order(topology):
         for obj in objs[cluster]:
