@@ -78,6 +78,8 @@ class Settings:
     reports: Path = Path("reports")
     allow_context: tuple[str, ...] = ()
     dry_run: bool = False
+    keep_clusters: bool = False
+    """kind: leave the clusters (and the federation in them) after the run, also those it created."""
     run_destructive: bool = True
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)
@@ -284,6 +286,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "comma-separated in ini)", Globs()),
     OptionSpec("dry-run", "print each drill's plan (checks, the fault and its exact inverse) and change nothing; "
                "the drill is reported as skipped", Flag(), flag=True),
+    OptionSpec("keep-clusters", "kind target: leave the clusters and the federation in place after the run (by "
+               "default the clusters it created are deleted, reused ones only lose the federation)", Flag(),
+               flag=True),
 )
 OPTION: dict[str, OptionSpec] = {o.name: o for o in OPTIONS}
 
@@ -361,6 +366,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         reports=values.get("reports", Path("reports")),
         allow_context=values.get("allow-context", ()),
         dry_run=values.get("dry-run", False),
+        keep_clusters=values.get("keep-clusters", False),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),

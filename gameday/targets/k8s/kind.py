@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self, TextIO
+
+from filelock import FileLock
 
 from gameday.errors import TargetError
 from gameday.observers.sources import Sources
@@ -66,13 +69,13 @@ CREATE_WAIT = "180s"
 
 
 # -- argv (pure) -------------------------------------------------------------------------------------
-def create_argv(cluster: str, kind_dir: Path = f.KIND_DIR) -> list[str]:
+def create_argv(cluster: str, kind_dir: Path = f.KIND_DIR, name: str | None = None) -> list[str]:
     return [
         "kind",
         "create",
         "cluster",
         "--name",
-        f.kind_cluster_name(cluster),
+        name or f.kind_cluster_name(cluster),
         "--config",
         str(kind_dir / f"{cluster}.yaml"),
         "--wait",
@@ -80,12 +83,12 @@ def create_argv(cluster: str, kind_dir: Path = f.KIND_DIR) -> list[str]:
     ]
 
 
-def load_image_argv(image: str, cluster: str) -> list[str]:
-    return ["kind", "load", "docker-image", image, "--name", f.kind_cluster_name(cluster)]
+def load_image_argv(image: str, cluster: str, name: str | None = None) -> list[str]:
+    return ["kind", "load", "docker-image", image, "--name", name or f.kind_cluster_name(cluster)]
 
 
-def delete_argv(cluster: str) -> list[str]:
-    return ["kind", "delete", "cluster", "--name", f.kind_cluster_name(cluster)]
+def delete_argv(cluster: str, name: str | None = None) -> list[str]:
+    return ["kind", "delete", "cluster", "--name", name or f.kind_cluster_name(cluster)]
 
 
 def get_clusters_argv() -> list[str]:
@@ -100,22 +103,119 @@ def image_inspect_argv(image: str) -> list[str]:
     return ["docker", "image", "inspect", "--format", "{{.Id}}", image]
 
 
+def cluster_names(topology: Topology) -> dict[str, str]:
+    """Cluster key -> kind cluster name: from the topology's kind contexts (``kind-<name>``),
+    else ``gd-<cluster>``."""
+    ctx = topology.contexts or {}
+    return {c: ctx[c].removeprefix("kind-") if c in ctx else f.kind_cluster_name(c) for c in m.clusters(topology)}
+
+
 def plan_up(topology: Topology, existing: list[str], kind_dir: Path = f.KIND_DIR) -> list[list[str]]:
-    """``kind create cluster`` for every cluster of *topology* not in *existing* (kind names)."""
-    return [create_argv(c, kind_dir) for c in m.clusters(topology) if f.kind_cluster_name(c) not in existing]
+    """``kind create cluster`` for every cluster of *topology* not in *existing* (kind names):
+    clusters that exist already are reused by name."""
+    return [create_argv(c, kind_dir, n) for c, n in cluster_names(topology).items() if n not in existing]
 
 
 def plan_load(topology: Topology, image: str = o.APP_IMAGE) -> list[list[str]]:
-    return [load_image_argv(image, c) for c in m.clusters(topology)]
+    return [load_image_argv(image, c, n) for c, n in cluster_names(topology).items()]
 
 
-def plan_down(created: list[str]) -> list[list[str]]:
-    return [delete_argv(c) for c in reversed(created)]
+def plan_down(created: list[str], names: dict[str, str] | None = None) -> list[list[str]]:
+    return [delete_argv(c, (names or {}).get(c)) for c in reversed(created)]
 
 
 def kind_topology(topology: Topology) -> Topology:
-    """*topology* with ``contexts`` set to kind's context names (``kind-gd-<cluster>``)."""
-    return topology.with_overrides(contexts={c: f.kind_context(c) for c in m.clusters(topology)})
+    """*topology* with kind's context names: those it maps (they must be ``kind-<name>``, kind's
+    own naming, so the clusters can be found by name), else ``kind-gd-<cluster>``.
+
+    Raises:
+        TargetError: a context that is not a kind context.
+    """
+    if topology.contexts is None:
+        return topology.with_overrides(contexts={c: f.kind_context(c) for c in m.clusters(topology)})
+    wrong = {c: ctx for c, ctx in topology.contexts.items() if not ctx.startswith("kind-") or ctx == "kind-"}
+    if wrong:
+        raise TargetError(f"the kind target finds clusters by name, from contexts `kind-<cluster name>`; the topology "
+                          f"maps {wrong}: use --gameday-target=kube for other contexts")
+    return topology
+
+
+class ClusterPool:
+    """The kind clusters shared by every pytest process (xdist workers) using one reports
+    directory, as pytest-xdist's docs do it for a session fixture: a JSON file under a file
+    lock says which clusters gameday created, whether the federation is deployed, and who
+    uses them. The first user creates what is missing (reusing clusters by name) and deploys;
+    the last one out deletes what was created (or nothing with ``keep``). A user whose
+    process is gone (killed) no longer counts.
+
+    Args:
+        path: the pool file (its lock is ``path + ".lock"``).
+        user: this process's id in the pool (``<pid>-<anything>``).
+    """
+
+    LOCK_TIMEOUT = 1800.0
+    """Seconds to wait for the pool: another worker may be creating four clusters (~3 min each)."""
+
+    def __init__(self, path: Path, user: str) -> None:
+        self.path = path
+        self.user = user
+        self._lock = FileLock(str(path) + ".lock", timeout=self.LOCK_TIMEOUT)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {"created": [], "users": [], "deployed": False}
+        return data if isinstance(data, dict) else {"created": [], "users": [], "deployed": False}
+
+    def _write(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(self.path)
+
+    @staticmethod
+    def _alive(user: str) -> bool:
+        pid = user.split("-", 1)[0]
+        if not pid.isdigit():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def join(self, create: Callable[[], list[str]], deploy: Callable[[], None]) -> list[str]:
+        """Join the pool: under the lock, *create* the missing clusters (it returns the keys
+        it created) and *deploy* unless done already. Returns every key the pool created."""
+        with self._lock:
+            data = self._read()
+            data["users"] = [u for u in data.get("users", []) if self._alive(u)]
+            if not data["users"]:  # nobody left from an earlier run: its deploy is not ours
+                data["deployed"] = False
+            data["created"] = [*data.get("created", []), *create()]
+            data["users"].append(self.user)
+            self._write(data)  # before deploying: a failed deploy still leaves the created clusters known
+            if not data["deployed"]:
+                deploy()
+                data["deployed"] = True
+                self._write(data)
+            return list(data["created"])
+
+    def leave(self, teardown: Callable[[list[str]], None]) -> bool:
+        """Leave the pool; the last user out runs *teardown(created)*. Returns whether it did."""
+        with self._lock:
+            data = self._read()
+            users = [u for u in data.get("users", []) if u != self.user and self._alive(u)]
+            if users:
+                data["users"] = users
+                self._write(data)
+                return False
+            teardown(list(data.get("created", [])))
+            self.path.unlink(missing_ok=True)
+            return True
 
 
 # -- running -------------------------------------------------------------------------------------------
@@ -209,6 +309,7 @@ class KindTarget:
         kind_dir: Path | None = None,
         created: list[str] | None = None,
         preflight: bool = True,
+        keep: bool = False,
     ) -> None:
         self.topology = kind_topology(topology)
         self.workdir = workdir
@@ -217,6 +318,9 @@ class KindTarget:
         self.runner = runner or CommandRunner(dry_run=dry_run, out=out)
         if preflight:
             self.runner.preflight(image)
+        self.keep = keep
+        self._connected = False
+        """``--gameday-keep-clusters``: :meth:`down` deletes nothing."""
         self.created: list[str] = list(created or [])
         """Clusters this target created (and :meth:`down` deletes)."""
         assert self.topology.contexts is not None
@@ -231,7 +335,7 @@ class KindTarget:
     @classmethod
     def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
         """The registry's factory: tools are checked here, before anything is created."""
-        return cls(topology, workdir, dry_run=settings.dry_run)
+        return cls(topology, workdir, dry_run=settings.dry_run, keep=settings.keep_clusters)
 
     @classmethod
     def check(cls, topology: Topology, settings: Settings) -> None:
@@ -260,14 +364,25 @@ class KindTarget:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def up(self) -> None:
-        """Create the missing clusters (configs rendered from the topology), then connect."""
+        """Join the clusters' pool (shared with the other xdist workers): the first process
+        creates the missing clusters (configs rendered from the topology; existing ones are
+        reused by name), loads the image and deploys the federation, under the pool's lock;
+        every process then connects to them."""
         self.write_configs()
-        existing = self.runner.run(get_clusters_argv()).split()
-        for argv in plan_up(self.topology, existing, self.kind_dir):
-            self.runner.run(argv)
-            self.created.append(argv[argv.index("--name") + 1].removeprefix("gd-"))
-            self._save_state()
+        if self.runner.dry_run:
+            self._create_missing()
+            self.kube.up()
+            return
+        self.created = self.pool.join(self._create_missing, self._first_deploy)
+        self._save_state()
+        if not self._connected:
+            self.kube.up()
+            self._connected = True
+
+    def _first_deploy(self) -> None:
         self.kube.up()
+        self._connected = True
+        self._deploy()
 
     def write_configs(self) -> None:
         """Render each cluster's kind config into ``kind_dir`` (the reviewed copies under
@@ -278,20 +393,51 @@ class KindTarget:
                 f.dump_yaml([f.kind_config(self.topology, c)]), encoding="utf-8"
             )
 
-    def deploy(self) -> None:
+    def _create_missing(self) -> list[str]:
+        existing = self.runner.run(get_clusters_argv()).split()
+        made: list[str] = []
+        for argv in plan_up(self.topology, existing, self.kind_dir):
+            self.runner.run(argv)
+            key = argv[argv.index("--config") + 1].rsplit("/", 1)[-1].removesuffix(".yaml")
+            made.append(key)
+            self.created.append(key)
+            self._save_state()
+        return made
+
+    def _deploy(self) -> None:
         for argv in plan_load(self.topology, self.image):
             self.runner.run(argv)
         self.kube.deploy()
 
+    def deploy(self) -> None:
+        """Deployed in :meth:`up`, once per pool; a dry run prints the load and apply calls here."""
+        if self.runner.dry_run:
+            self._deploy()
+
     def down(self) -> None:
-        """Delete the clusters this target created; in reused ones, only the federation's namespace."""
-        reused = [c for c in m.clusters(self.topology) if c not in self.created]
-        if reused:
-            self.kube.delete_namespaces(reused)
-        for argv in plan_down(self.created):
-            self.runner.run(argv)
+        """Leave the pool; the last one out deletes the clusters the pool created and, in reused
+        ones, only the federation's namespace (nothing with ``--gameday-keep-clusters``)."""
+        if self.runner.dry_run:
+            self._teardown(self.created)
+        else:
+            self.pool.leave(self._teardown)
         self.created = []
         self._save_state()
+
+    def _teardown(self, created: list[str]) -> None:
+        if self.keep:
+            log.info("--gameday-keep-clusters: leaving the kind clusters %s and the federation in them",
+                     ", ".join(cluster_names(self.topology).values()))
+            return
+        reused = [c for c in m.clusters(self.topology) if c not in created]
+        if reused:
+            self.kube.delete_namespaces(reused)
+        for argv in plan_down(created, cluster_names(self.topology)):
+            self.runner.run(argv)
+
+    @property
+    def pool(self) -> ClusterPool:
+        return ClusterPool(self.workdir.parent / "kind-pool.json", f"{os.getpid()}-{self.workdir.name}")
 
     def _save_state(self) -> None:
         if self.runner.dry_run:
