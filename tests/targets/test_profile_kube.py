@@ -286,3 +286,27 @@ def test_the_written_policy_passes_the_real_schema_strictly(loaded: LoadedProfil
     bad = {**dict(op.body or {}), "spec": {"podSelector": {}, "policyType": ["Ingress"]}}  # misspelt
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, o.SCHEMA_VERSION, strict=True)
+
+
+def _kind_profile(tmp_path: Path, contexts: dict[str, str]) -> Path:
+    data = yaml.safe_load(PROFILE)
+    data["kubernetes"]["contexts"] = contexts
+    path = tmp_path / "kind-shop.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_kind_with_a_profile_drills_its_existing_kind_clusters(tmp_path: Path) -> None:
+    path = _kind_profile(tmp_path, {"a": "kind-shop-a", "b": "kind-shop-b", "global": "kind-shop-g"})
+    s = Settings(target="kind", profile=path, dry_run=True)
+    t = registry.make("kind", load_profile(path).profile.as_topology(), s, tmp_path)
+    assert isinstance(t, ProfileKubeTarget) and t.name == "kind"
+    assert t.allow == ("kind-shop-a", "kind-shop-b", "kind-shop-g"), "kind's own contexts, allowed as always"
+    assert registry.attach_path(t) == "gameday.targets.k8s.profiled:ProfileKubeTarget.attach"
+
+
+def test_kind_with_a_profile_refuses_contexts_that_are_not_kind(tmp_path: Path) -> None:
+    path = _kind_profile(tmp_path, {"a": "kind-shop-a", "b": "staging-b", "global": "kind-shop-g"})
+    with pytest.raises(Exception, match=r"kubernetes.contexts \['staging-b'\] are not kind contexts"):
+        registry.make("kind", load_profile(path).profile.as_topology(), Settings(target="kind", profile=path,
+                                                                                  dry_run=True), tmp_path)

@@ -143,3 +143,19 @@ def test_kube_dry_run_makes_no_api_call_at_session_start(pytester: pytest.Pytest
                                            f"--gameday-reports={pytester.path / 'reports'}")
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     assert marker.exists()
+
+
+@pytest.mark.skipif(shutil.which("kind") is not None, reason="kind is installed here; this checks its absence")
+def test_kind_with_a_profile_without_kind_is_one_line_before_collection(pytester: pytest.Pytester) -> None:
+    from tests.targets.test_profile_kube import PROFILE
+
+    marker = _project(pytester)
+    data = yaml.safe_load(PROFILE)
+    data["kubernetes"]["contexts"] = {"a": "kind-shop-a", "b": "kind-shop-b", "global": "kind-shop-g"}
+    profile = pytester.path / "shop.yaml"
+    profile.write_text(yaml.safe_dump(data))
+    reports = pytester.path / "reports"
+    result = pytester.runpytest_subprocess("--gameday-target=kind", f"--gameday-profile={profile}",
+                                           f"--gameday-reports={reports}")
+    line = _refused(result, marker, reports)
+    assert "the kind target needs kind and a running container engine; not found: kind v" in line, line

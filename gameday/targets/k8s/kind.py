@@ -20,6 +20,7 @@ turns a missing tool or a failed command into a :class:`~gameday.errors.TargetEr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -33,14 +34,16 @@ from typing import Any, Self, TextIO
 
 from filelock import FileLock
 
-from gameday.errors import TargetError
+from gameday.errors import ConfigError, TargetError
 from gameday.observers.sources import Sources
+from gameday.profile import load_profile
 from gameday.settings import Settings
 from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.kube import KubeTarget
+from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -138,6 +141,26 @@ def kind_topology(topology: Topology) -> Topology:
         raise TargetError(f"the kind target finds clusters by name, from contexts `kind-<cluster name>`; the topology "
                           f"maps {wrong}: use --gameday-target=kube for other contexts")
     return topology
+
+
+def _kind_profile_settings(settings: Settings) -> Settings:
+    """*settings* with the profile's kind contexts allowed (each must be ``kind-<name>``).
+
+    Raises:
+        ConfigError/TargetError: the profile is invalid, has no ``kubernetes:`` section, or maps
+            a context that is not kind's.
+    """
+    assert settings.profile is not None
+    k = load_profile(settings.profile).profile.kubernetes
+    if k is None:
+        raise ConfigError(f"{settings.profile}: has no `kubernetes:` section; --gameday-target=kind with a profile "
+                          "needs its kind contexts and its faults as Kubernetes operations there",
+                          source=str(settings.profile), field="kubernetes")
+    wrong = sorted(c for c in k.contexts.values() if not c.startswith("kind-") or c == "kind-")
+    if wrong:
+        raise TargetError(f"{settings.profile}: kubernetes.contexts {wrong} are not kind contexts (kind-<cluster "
+                          "name>); use --gameday-target=kube for them")
+    return dataclasses.replace(settings, allow_context=tuple(sorted(set(k.contexts.values()))))
 
 
 class ClusterPool:
@@ -333,8 +356,12 @@ class KindTarget:
         )
 
     @classmethod
-    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
-        """The registry's factory: tools are checked here, before anything is created."""
+    def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> KindTarget | ProfileKubeTarget:
+        """The registry's factory: tools are checked here, before anything is created. With
+        ``--gameday-profile``: the team's own federation on its existing kind clusters (its
+        ``kind-*`` contexts are the runner's own, so they are allowed as kind's always are)."""
+        if settings.profile is not None:
+            return ProfileKubeTarget.from_settings(_kind_profile_settings(settings), workdir, name="kind")
         return cls(topology, workdir, dry_run=settings.dry_run, keep=settings.keep_clusters)
 
     @classmethod
@@ -346,6 +373,19 @@ class KindTarget:
         Raises:
             TargetError: one line naming every missing tool and what to install.
         """
+        if settings.profile is not None:  # the team's clusters and image: only the tools and the clusters
+            runner = CommandRunner(dry_run=settings.dry_run)
+            runner.preflight(None)
+            profiled = _kind_profile_settings(settings)
+            ProfileKubeTarget.check(profiled, name="kind")
+            if not settings.dry_run:
+                have = runner.run(get_clusters_argv()).split()
+                missing = sorted({c.removeprefix("kind-") for c in profiled.allow_context} - set(have))
+                if missing:
+                    raise TargetError(f"the profile's kind clusters {', '.join(missing)} do not exist (kind get "
+                                      f"clusters: {', '.join(have) or 'none'}); with a profile the kind target drills "
+                                      "clusters that exist, it creates none")
+            return
         m.clusters(topology)  # a region called "global" is refused here
         CommandRunner(dry_run=settings.dry_run).preflight(o.APP_IMAGE)
 
