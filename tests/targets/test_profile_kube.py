@@ -310,3 +310,17 @@ def test_kind_with_a_profile_refuses_contexts_that_are_not_kind(tmp_path: Path) 
     with pytest.raises(Exception, match=r"kubernetes.contexts \['staging-b'\] are not kind contexts"):
         registry.make("kind", load_profile(path).profile.as_topology(), Settings(target="kind", profile=path,
                                                                                   dry_run=True), tmp_path)
+
+
+def test_the_readme_kubernetes_section_is_the_one_tested_here() -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Drill your own federation on Kubernetes", 1)[1]
+    m = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert m, "the README section has no ```yaml block"
+    readme = yaml.safe_load(m.group(1))["kubernetes"]
+    assert readme == yaml.safe_load(PROFILE)["kubernetes"]
+    data = yaml.safe_load(PROFILE)
+    data["kubernetes"] = readme
+    assert parse_profile(data, "README.md").kubernetes is not None

@@ -13,7 +13,12 @@ Assumptions (see :mod:`gameday.targets.k8s.manifests`): components are reached o
 cluster's node address at their NodePort, from the harness and across clusters. The
 node address of a cluster is the InternalIP of its first Ready node that is not a
 control-plane node, read at :meth:`KubeTarget.up`. Staging clusters whose nodes are
-not routable from the harness need port-forwards or LoadBalancers (not automated here).
+not routable from the harness need LoadBalancers, or a profile naming reachable addresses
+(:mod:`gameday.targets.k8s.profiled`); observing through port-forwards is not automated.
+
+Admin calls (fault hooks, the reconciliation pass) carry the deploy's admin token
+(``Authorization: Bearer``, from the ``gameday-admin`` Secret) down a port-forward of each pod,
+opened and closed per call by :meth:`~gameday.targets.k8s.client.Clusters.pod_admin`.
 """
 
 from __future__ import annotations
