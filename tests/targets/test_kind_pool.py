@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,8 @@ from gameday.targets.k8s.kind import ClusterPool, KindTarget
 from gameday.topology import Topology
 
 
-def _worker(pool_file: str, log: str, hold: float, queue: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+def _worker(pool_file: str, log: str, hold: float, queue: multiprocessing.Queue,  # type: ignore[type-arg]
+            both_in: Any) -> None:
     def note(what: str) -> None:
         with open(log, "a") as fh:
             fh.write(f"{os.getpid()} {what}\n")
@@ -35,6 +37,7 @@ def _worker(pool_file: str, log: str, hold: float, queue: multiprocessing.Queue)
 
     pool = ClusterPool(Path(pool_file), f"{os.getpid()}-w")
     created = pool.join(create, lambda: note("deploy"))
+    both_in.wait(120)  # both processes are in the pool before either leaves (however slow they start)
     time.sleep(hold)
     tore = pool.leave(lambda c: note(f"teardown {','.join(c)}"))
     queue.put((created, tore))
@@ -45,13 +48,19 @@ def test_two_workers_share_one_creation_one_deploy_and_one_teardown(tmp_path: Pa
     log.write_text("")
     ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "pool.json"), str(log), hold, q))
+    both_in = ctx.Barrier(2)
+    procs = [ctx.Process(target=_worker, args=(str(tmp_path / "pool.json"), str(log), hold, q, both_in))
              for hold in (0.2, 1.5)]
     for p in procs:
         p.start()
-    for p in procs:
-        p.join(60)
-    results = [q.get(timeout=5) for _ in procs]
+    try:
+        results = [q.get(timeout=180) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+                p.join()
     lines = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
     assert lines.count("deploy") == 1, lines
     assert lines[-1] == "teardown global,a", lines
