@@ -1,0 +1,136 @@
+"""The GitHub workflows (.github/workflows) pass actionlint, with shellcheck on every ``run:``
+block, without a single warning; and actionlint does fail a broken workflow here (the
+negative control: so a clean result means the checks ran, not that none did)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.workflows.tooling import ROOT, WORKFLOWS, actionlint, ensure_shellcheck
+
+BROKEN = """\
+name: broken
+on:
+  push:
+    branch: main
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v5
+        with:
+          fetch-dept: 1
+      - run: echo ${{ github.event.pull_request.title }}
+      - run: |
+          files=$(ls *.txt)
+          cat $files
+      - run: echo "${{ steps.nosuch.outputs.x }}"
+"""
+
+
+@pytest.fixture(scope="module")
+def shellcheck() -> Path:
+    return ensure_shellcheck()
+
+
+def _workflows() -> list[Path]:
+    return sorted(WORKFLOWS.glob("*.yml"))
+
+
+def _load(name: str) -> dict[Any, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{name} is not a mapping"
+    return data
+
+
+def test_both_workflows_exist() -> None:
+    assert [p.name for p in _workflows()] == ["ci.yml", "gameday.yml"]
+
+
+def test_workflows_pass_actionlint_without_a_warning(shellcheck: Path) -> None:
+    lint = actionlint(*_workflows(), shellcheck=shellcheck)
+    assert lint.returncode == 0 and lint.output == "", lint.output
+
+
+def test_actionlint_fails_a_broken_workflow(tmp_path: Path, shellcheck: Path) -> None:
+    """Each class of mistake is reported: a mistyped key, an unknown action input, script
+    injection, a shellcheck finding in a run block, a reference to a step that does not exist."""
+    wf = tmp_path / ".github" / "workflows" / "broken.yml"
+    wf.parent.mkdir(parents=True)
+    wf.write_text(BROKEN, encoding="utf-8")
+    lint = actionlint(wf, shellcheck=shellcheck)
+    assert lint.returncode == 1, lint.output
+    for expected in ('"branch"', '"fetch-dept"', "potentially untrusted", "shellcheck reported issue",
+                     "SC2086", '"nosuch"'):
+        assert expected in lint.output, f"actionlint did not report {expected}:\n{lint.output}"
+
+
+def test_the_scaffolded_workflow_passes_actionlint(tmp_path: Path, shellcheck: Path) -> None:
+    """``gameday init --ci github`` writes a workflow into the user's project: it lints clean too."""
+    from gameday.scaffold import init
+
+    init(tmp_path, ci="github", say=lambda line: None)
+    lint = actionlint(tmp_path / ".github" / "workflows" / "gameday.yml", shellcheck=shellcheck)
+    assert lint.returncode == 0 and lint.output == "", lint.output
+
+
+def test_ci_installs_every_debian_package_ci_run_installs() -> None:
+    """ci.yml runs ``make test`` after the same package scripts .ci/run calls (one list each)."""
+    ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci = _load("ci.yml")
+    runs = "\n".join(s.get("run", "") for s in ci["jobs"]["test"]["steps"])
+    wanted = [line for line in ci_run.splitlines() if "debian-packages.sh" in line and not line.startswith("#")]
+    assert wanted, ".ci/run installs no Debian packages? (the check below would pass vacuously)"
+    for line in wanted:
+        words = shlex.split(line)
+        pkgs = next((w.split("=", 1)[1] for w in words if w.startswith("GAMEDAY_FOREIGN_PACKAGES=")), None)
+        found = [r for r in runs.splitlines() if "debian-packages.sh" in r
+                 and (pkgs is None and "GAMEDAY_FOREIGN_PACKAGES" not in r or pkgs is not None
+                      and f"GAMEDAY_FOREIGN_PACKAGES={pkgs}" in r)]
+        assert found, f"ci.yml does not install what .ci/run's line installs: {line!r}"
+    assert re.search(r"(?m)^make test$", runs), "ci.yml does not run the README's test command (make test)"
+    on = ci.get("on", ci.get(True))  # YAML 1.1 reads a bare `on` as True
+    assert {"push", "pull_request"} <= set(on)
+
+
+def test_nightly_always_restores_and_deletes_after_the_suites() -> None:
+    """After the first step that can break the federation, every cleanup and upload step runs
+    whatever happened before it (``always()``), and one nightly run goes at a time."""
+    wf = _load("gameday.yml")
+    assert wf["concurrency"]["cancel-in-progress"] is False and wf["concurrency"]["group"]
+    steps = wf["jobs"]["gameday"]["steps"]
+    names = [s.get("name", s.get("uses", "")) for s in steps]
+    suites = next(i for i, n in enumerate(names) if n == "Game-day suites")
+    must_always = ("restore", "Delete the clusters", "Report", "history", "Upload")
+    for s in steps[suites + 1:]:
+        name = s.get("name", "")
+        if any(w in name for w in must_always):
+            assert "always()" in str(s.get("if", "")), f"step {name!r} does not run when a suite failed"
+    text = (WORKFLOWS / "gameday.yml").read_text(encoding="utf-8")
+    assert "gameday restore" in text and "kind delete cluster" in text and "gameday report" in text
+    assert "sha256sum --check" in text and re.search(r"KIND_SHA256: [0-9a-f]{64}\n", text)
+    assert "restore-keys: gameday-history-" in text  # the trend grows across nights
+    uses = re.findall(r"uses: (\S+)", text + (WORKFLOWS / "ci.yml").read_text(encoding="utf-8"))
+    assert uses and all(re.search(r"@(v\d+|[0-9a-f]{40})$", u) for u in uses), f"unpinned actions: {uses}"
+
+
+def test_nightly_creates_every_cluster_of_the_kind_topology() -> None:
+    """The clusters the workflow creates and deletes are exactly the kind configs under
+    clusters/kind/ (one per region plus global): a region added there is drilled too."""
+    from gameday.targets.manifests import clusters
+    from gameday.topology import load_topology
+
+    topo = load_topology(ROOT / "clusters" / "kind" / "topology.yaml")
+    text = (WORKFLOWS / "gameday.yml").read_text(encoding="utf-8")
+    loops = re.findall(r"for c in ([a-z0-9 ]+); do", text)
+    assert len(loops) == 3, loops  # create, load the image, delete
+    for loop in loops:
+        assert sorted(loop.split()) == sorted(clusters(topo)), f"workflow clusters {loop!r} != {clusters(topo)}"
+    for c in clusters(topo):
+        assert (ROOT / "clusters" / "kind" / f"{c}.yaml").is_file()
