@@ -90,9 +90,9 @@ def test_ci_installs_every_debian_package_ci_run_installs() -> None:
     for line in wanted:
         words = shlex.split(line)
         pkgs = next((w.split("=", 1)[1] for w in words if w.startswith("GAMEDAY_FOREIGN_PACKAGES=")), None)
+        same = f"GAMEDAY_FOREIGN_PACKAGES={pkgs}" if pkgs is not None else None
         found = [r for r in runs.splitlines() if "debian-packages.sh" in r
-                 and (pkgs is None and "GAMEDAY_FOREIGN_PACKAGES" not in r or pkgs is not None
-                      and f"GAMEDAY_FOREIGN_PACKAGES={pkgs}" in r)]
+                 and (same in r if same is not None else "GAMEDAY_FOREIGN_PACKAGES" not in r)]
         assert found, f"ci.yml does not install what .ci/run's line installs: {line!r}"
     assert re.search(r"(?m)^make test$", runs), "ci.yml does not run the README's test command (make test)"
     on = ci.get("on", ci.get(True))  # YAML 1.1 reads a bare `on` as True
