@@ -316,6 +316,9 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
         locustfile=s.locustfile,
         workers=s.workers,
         registry=state.procs,
+        expect_workers=s.expect_workers,
+        master_bind=s.master_bind,
+        workers_wait=s.workers_wait,
     )
     try:
         runner.start()  # inside the try: a signal while locust starts must still stop it

@@ -36,16 +36,6 @@ WORKER_COMMAND = "python -m gameday.load.worker --master {host}:{port}"
 """What a user runs on each load machine (README, "Load from more than one machine")."""
 
 
-def parse_master(value: str, default_port: int) -> tuple[str, int]:
-    """``HOST[:PORT]`` -> (host, port). Raises ValueError naming the value."""
-    host, sep, port = value.rpartition(":")
-    if not sep:
-        host, port = value, str(default_port)
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"expected HOST[:PORT] with a port in 1..65535, got {value!r}")
-    return host, int(port)
-
-
 class LoadRunner:
     """A bounded locust run against a federation's service name."""
 

@@ -24,7 +24,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from gameday.load.runner import BUILTIN_LOCUSTFILE, parse_master
+from gameday.load.runner import BUILTIN_LOCUSTFILE
+from gameday.settings import parse_host_port
 
 DEFAULT_MASTER_PORT = 5557
 """locust's own default master port."""
@@ -32,7 +33,7 @@ DEFAULT_MASTER_PORT = 5557
 
 def worker_argv(master: str, locustfile: str = str(BUILTIN_LOCUSTFILE)) -> list[str]:
     """The locust command line of a remote worker of the master at ``HOST[:PORT]``."""
-    host, port = parse_master(master, DEFAULT_MASTER_PORT)
+    host, port = parse_host_port(master, DEFAULT_MASTER_PORT)
     return [sys.executable, "-m", "locust", "-f", locustfile, "--worker",
             "--master-host", host, "--master-port", str(port)]
 

@@ -106,6 +106,8 @@ class DrillResult:
     sources already read only the nodes whose alarms count)."""
     poll_interval: float = 0.1
     """The observer's interval, seconds (the nominal resolution)."""
+    clock_uncertainty: float = 0.0
+    """How far request records may be off the harness's clock (remote load workers), seconds."""
     poll_rates: Mapping[str, PollRate] = field(default_factory=dict)
     """Per source, its achieved poll rate (filled in when the fault's block ends)."""
     verdicts: list[Verdict] = field(default_factory=list)
@@ -149,7 +151,8 @@ class DrillResult:
     def client_recovery(self) -> Figure:
         tl = self.timeline.copy()
         return client_recovery(tl.requests, self.fault.t_fault, self._until,
-                               window=self.slo.recovery_window, slo=self.slo.error_ratio)
+                               window=self.slo.recovery_window, slo=self.slo.error_ratio,
+                               clock_uncertainty=self.clock_uncertainty)
 
     @property
     def _restore_from(self) -> float | None:

@@ -170,12 +170,12 @@ def test_too_few_workers_is_a_clear_refusal_and_nothing_is_left(federation: Endp
     log = tmp_path / "workers.log"
     workers = [_start_worker(port, log)]
     runner = LoadRunner(federation, users=2, rate=10.0, workdir=tmp_path / "load", expect_workers=2,
-                        master_bind=("127.0.0.1", port), workers_wait=4, max_seconds=60)
+                        master_bind=("127.0.0.1", port), workers_wait=10, max_seconds=60)
     try:
         with pytest.raises(LoadError) as err:
             runner.start(timeout=10)
         msg = str(err.value)
-        assert "1 of 2 load workers connected within 4 s" in msg, msg
+        assert "1 of 2 load workers connected within 10 s" in msg, msg
         assert f"python -m gameday.load.worker --master HARNESS_HOST:{port}" in msg, msg
         assert "nothing was injected" in msg, msg
         assert runner.procs == []  # the master was stopped
@@ -201,3 +201,18 @@ def test_workers_json_is_what_the_runner_reads(tmp_path: Path, federation: Endpo
     assert runner.clock_uncertainty == 0.03
     (runner.records_dir / "workers.json").write_text("{not json")
     assert runner.remote_workers() == {} and runner.clock_uncertainty == 0.0
+
+
+def test_remote_clock_uncertainty_widens_client_recovery_s_resolution() -> None:
+    """The same requests: the figure is the same, its resolution wider by the workers' clock
+    uncertainty, and the detail says why; without remote workers it stays the step."""
+    from gameday.timeline import RequestRec
+    from gameday.verdicts.measure import client_recovery
+
+    reqs = [RequestRec(i * 0.05, 0 if 1.0 <= i * 0.05 < 3.0 else 200, 0.01) for i in range(400)]
+    local = client_recovery(reqs, 1.0, 20.0, window=5.0, slo=0.01)
+    remote = client_recovery(reqs, 1.0, 20.0, window=5.0, slo=0.01, clock_uncertainty=0.004)
+    assert local.value == remote.value and local.value is not None
+    assert local.resolution == pytest.approx(0.1) and "clock" not in local.detail
+    assert remote.resolution == pytest.approx(0.104)
+    assert "±0.004 s of remote load workers' clock offsets" in remote.detail
