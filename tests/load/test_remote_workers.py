@@ -216,3 +216,15 @@ def test_remote_clock_uncertainty_widens_client_recovery_s_resolution() -> None:
     assert local.resolution == pytest.approx(0.1) and "clock" not in local.detail
     assert remote.resolution == pytest.approx(0.104)
     assert "±0.004 s of remote load workers' clock offsets" in remote.detail
+
+
+def test_the_load_options_are_checked_like_every_option() -> None:
+    from gameday.errors import ConfigError
+    from gameday.settings import OPTION
+
+    assert OPTION["load-master-bind"].parse("10.0.0.5:6000", "command line") == ("10.0.0.5", 6000)
+    assert OPTION["load-master-bind"].parse("10.0.0.5", "command line") == ("10.0.0.5", 5557)
+    with pytest.raises(ConfigError, match=r"--gameday-load-master-bind \(command line\): got .*port in 1\.\.65535"):
+        OPTION["load-master-bind"].parse("10.0.0.5:0", "command line")
+    with pytest.raises(ConfigError, match=r"--gameday-load-expect-workers \(ini gameday_load_expect_workers\)"):
+        OPTION["load-expect-workers"].parse("-1", "ini gameday_load_expect_workers")

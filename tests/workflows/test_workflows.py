@@ -35,8 +35,9 @@ jobs:
 
 
 @pytest.fixture(scope="module")
-def shellcheck() -> Path:
-    return ensure_shellcheck()
+def shellcheck(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # The parent of the base temp dir is shared by every xdist worker of the run.
+    return ensure_shellcheck(tmp_path_factory.getbasetemp().parent)
 
 
 def _workflows() -> list[Path]:

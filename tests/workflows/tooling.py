@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -35,12 +36,15 @@ def venv_tool(name: str) -> Path:
     return path
 
 
-def ensure_shellcheck() -> Path:
-    """Debian's shellcheck (actionlint runs it on every ``run:`` block); installed when missing."""
+def ensure_shellcheck(lock_dir: Path) -> Path:
+    """Debian's shellcheck (actionlint runs it on every ``run:`` block); installed when missing,
+    under the lock the foreign federation's install takes (two apt-gets would fight over dpkg's)."""
     found = shutil.which("shellcheck")
     if found is None:
         env = {**os.environ, "GAMEDAY_FOREIGN_PACKAGES": "shellcheck"}
-        r = subprocess.run([str(PACKAGES_SCRIPT)], env=env, capture_output=True, text=True, timeout=600, check=False)
+        with FileLock(str(lock_dir / "foreign-debian-packages.lock"), timeout=600):
+            r = subprocess.run([str(PACKAGES_SCRIPT)], env=env, capture_output=True, text=True, timeout=600,
+                               check=False)
         found = shutil.which("shellcheck")
         if found is None:
             pytest.skip(f"shellcheck cannot be installed here: {r.stderr.strip()[-400:]}")
