@@ -209,7 +209,7 @@ def client_recovery(
             ratio = errors / n
             worst = max(worst, ratio)
             if ratio <= slo:
-                clocks = (f"; resolution includes ±{clock_uncertainty:.3f} s of remote load workers' clock "
+                clocks = (f"; resolution includes ±{clock_uncertainty:.2g} s of remote load workers' clock "
                           "offsets" if clock_uncertainty > 0 else "")
                 return Figure("client_recovery", s - t_fault, step + clock_uncertainty,
                               f"{n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], "
