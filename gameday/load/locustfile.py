@@ -113,7 +113,11 @@ _PARENT = int(os.environ.get("GAMEDAY_RUNNER_PID") or os.getppid())
 @events.init.add_listener  # type: ignore[untyped-decorator]
 def _quit_with_the_runner(environment: Any, **kwargs: Any) -> None:
     """Load never outlives the drill that started it: quit when the runner is gone
-    (``kill -9`` included: this process is then re-parented)."""
+    (``kill -9`` included: this process is then re-parented). A remote worker has no runner
+    as its parent (a shell, ssh, systemd may start it and go): it quits when its master
+    tells it to, or after locust's 60 s without the master's heartbeat."""
+    if _REMOTE:
+        return
     import gevent  # noqa: PLC0415  (locust's own event loop)
 
     def watch() -> None:

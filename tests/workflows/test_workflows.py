@@ -81,23 +81,41 @@ def test_the_scaffolded_workflow_passes_actionlint(tmp_path: Path, shellcheck: P
     assert lint.returncode == 0 and lint.output == "", lint.output
 
 
+def missing_package_lines(ci_run: str, ci: dict[Any, Any]) -> list[str]:
+    """The lines of .ci/run that install Debian packages which no step of ci.yml installs."""
+    runs = "\n".join(s.get("run", "") for s in ci["jobs"]["test"]["steps"]).splitlines()
+    missing = []
+    for line in ci_run.splitlines():
+        if "debian-packages.sh" not in line or line.lstrip().startswith("#"):
+            continue
+        words = shlex.split(line)
+        pkgs = next((w.split("=", 1)[1] for w in words if w.startswith("GAMEDAY_FOREIGN_PACKAGES=")), None)
+        same = f"GAMEDAY_FOREIGN_PACKAGES={pkgs}" if pkgs is not None else None
+        installs = [r for r in runs if "debian-packages.sh" in r]
+        if not any(same in r if same is not None else "GAMEDAY_FOREIGN_PACKAGES" not in r for r in installs):
+            missing.append(line)
+    return missing
+
+
 def test_ci_installs_every_debian_package_ci_run_installs() -> None:
     """ci.yml runs ``make test`` after the same package scripts .ci/run calls (one list each)."""
     ci_run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     ci = _load("ci.yml")
+    assert "debian-packages.sh" in ci_run, ".ci/run installs no Debian packages? (the check would pass vacuously)"
+    assert missing_package_lines(ci_run, ci) == []
     runs = "\n".join(s.get("run", "") for s in ci["jobs"]["test"]["steps"])
-    wanted = [line for line in ci_run.splitlines() if "debian-packages.sh" in line and not line.startswith("#")]
-    assert wanted, ".ci/run installs no Debian packages? (the check below would pass vacuously)"
-    for line in wanted:
-        words = shlex.split(line)
-        pkgs = next((w.split("=", 1)[1] for w in words if w.startswith("GAMEDAY_FOREIGN_PACKAGES=")), None)
-        same = f"GAMEDAY_FOREIGN_PACKAGES={pkgs}" if pkgs is not None else None
-        found = [r for r in runs.splitlines() if "debian-packages.sh" in r
-                 and (same in r if same is not None else "GAMEDAY_FOREIGN_PACKAGES" not in r)]
-        assert found, f"ci.yml does not install what .ci/run's line installs: {line!r}"
     assert re.search(r"(?m)^make test$", runs), "ci.yml does not run the README's test command (make test)"
     on = ci.get("on", ci.get(True))  # YAML 1.1 reads a bare `on` as True
     assert {"push", "pull_request"} <= set(on)
+
+
+def test_a_package_line_ci_yml_lacks_is_found() -> None:
+    ci = _load("ci.yml")
+    for step in ci["jobs"]["test"]["steps"]:
+        if "run" in step:
+            step["run"] = "\n".join(r for r in step["run"].splitlines() if "prometheus" not in r)
+    line = "GAMEDAY_FOREIGN_PACKAGES=prometheus tests/foreign/debian-packages.sh"
+    assert missing_package_lines(f"#!/bin/sh\n{line}\ntests/foreign/debian-packages.sh\n", ci) == [line]
 
 
 def test_nightly_always_restores_and_deletes_after_the_suites() -> None:
