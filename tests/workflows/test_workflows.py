@@ -118,19 +118,24 @@ def test_a_package_line_ci_yml_lacks_is_found() -> None:
     assert missing_package_lines(f"#!/bin/sh\n{line}\ntests/foreign/debian-packages.sh\n", ci) == [line]
 
 
+MUST_ALWAYS = ("restore", "Delete the clusters", "Report", "history", "Upload")
+
+
+def steps_skipped_after_a_failure(wf: dict[Any, Any]) -> list[str]:
+    """Cleanup and upload steps after the first suite that would not run once a suite failed."""
+    steps = wf["jobs"]["gameday"]["steps"]
+    names = [s.get("name", s.get("uses", "")) for s in steps]
+    suites = names.index("Game-day suites")
+    return [s.get("name", "") for s in steps[suites + 1:]
+            if any(w in s.get("name", "") for w in MUST_ALWAYS) and "always()" not in str(s.get("if", ""))]
+
+
 def test_nightly_always_restores_and_deletes_after_the_suites() -> None:
     """After the first step that can break the federation, every cleanup and upload step runs
     whatever happened before it (``always()``), and one nightly run goes at a time."""
     wf = _load("gameday.yml")
     assert wf["concurrency"]["cancel-in-progress"] is False and wf["concurrency"]["group"]
-    steps = wf["jobs"]["gameday"]["steps"]
-    names = [s.get("name", s.get("uses", "")) for s in steps]
-    suites = next(i for i, n in enumerate(names) if n == "Game-day suites")
-    must_always = ("restore", "Delete the clusters", "Report", "history", "Upload")
-    for s in steps[suites + 1:]:
-        name = s.get("name", "")
-        if any(w in name for w in must_always):
-            assert "always()" in str(s.get("if", "")), f"step {name!r} does not run when a suite failed"
+    assert steps_skipped_after_a_failure(wf) == []
     text = (WORKFLOWS / "gameday.yml").read_text(encoding="utf-8")
     assert "gameday restore" in text and "kind delete cluster" in text and "gameday report" in text
     assert "sha256sum --check" in text and re.search(r"KIND_SHA256: [0-9a-f]{64}\n", text)
@@ -139,17 +144,24 @@ def test_nightly_always_restores_and_deletes_after_the_suites() -> None:
     assert uses and all(re.search(r"@(v\d+|[0-9a-f]{40})$", u) for u in uses), f"unpinned actions: {uses}"
 
 
+def test_a_restore_step_without_always_is_found() -> None:
+    wf = _load("gameday.yml")
+    step = next(s for s in wf["jobs"]["gameday"]["steps"] if "gameday restore" in s.get("run", ""))
+    del step["if"]
+    assert steps_skipped_after_a_failure(wf) == [step["name"]]
+
+
 def test_nightly_creates_every_cluster_of_the_kind_topology() -> None:
     """The clusters the workflow creates and deletes are exactly the kind configs under
     clusters/kind/ (one per region plus global): a region added there is drilled too."""
-    from gameday.targets.manifests import clusters
     from gameday.topology import load_topology
 
     topo = load_topology(ROOT / "clusters" / "kind" / "topology.yaml")
+    clusters = ["global", *(r.name for r in topo.regions)]  # the kind target's: the global tier's, then one a region
     text = (WORKFLOWS / "gameday.yml").read_text(encoding="utf-8")
     loops = re.findall(r"for c in ([a-z0-9 ]+); do", text)
     assert len(loops) == 3, loops  # create, load the image, delete
     for loop in loops:
-        assert sorted(loop.split()) == sorted(clusters(topo)), f"workflow clusters {loop!r} != {clusters(topo)}"
-    for c in clusters(topo):
+        assert loop.split() == clusters, f"workflow clusters {loop!r} != {clusters}"
+    for c in clusters:
         assert (ROOT / "clusters" / "kind" / f"{c}.yaml").is_file()
