@@ -230,6 +230,7 @@ class Drill:
                 cut_off=(region,) if fk.cuts_off_region and region else (),
                 control_plane_source=observer.sources.control_plane is not None,
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
+                utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
