@@ -383,7 +383,7 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         # An external target knows its TTL from its profile or its DNS server's answers.
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        on_result=on_result,
+        on_result=on_result, skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
     )
     yield d
 
