@@ -400,6 +400,9 @@ class Profile(_Model):
     timing: FederationTiming | None = None
     load: Load = Field(default_factory=Load)
     """The drills' default offered load (users, rate) and the N-1 headroom margin."""
+    manifests: str | None = Field(default=None, min_length=1, max_length=4096)
+    """A directory of the Kubernetes manifests the federation is deployed from (relative to
+    the profile's file), for R11's offline checks; None: R11's manifest checks are n/a."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gameday.errors import ConfigError
-from gameday.targets import k8s_files
+from gameday.targets.k8s import files as k8s_files
 from gameday.topology import load_topology, parse_topology
 from gameday.userinput import MAX_FILE_BYTES, load_yaml, shown
 

@@ -2,7 +2,7 @@
 
 Each fault is an action with an exact inverse; each target knows how to do both, in its
 own table keyed by these names (local: :data:`gameday.targets.local.faults.LOCAL_ACTIONS`;
-kind/kube: :data:`gameday.targets.k8s_plan.K8S_ACTIONS`). The descriptions below say what
+kind/kube: :data:`gameday.targets.k8s.plan.K8S_ACTIONS`). The descriptions below say what
 the fault does to the reference federation; ``python -c "from gameday.faults import FAULTS;
 print(*(f.describe() for f in FAULTS.values()), sep='\\n')"`` lists them.
 """

@@ -6,7 +6,7 @@ service (switchover is then measured), whether it cuts the region off entirely (
 is stale for real), and which components it stops on purpose (the watcher must not call
 them casualties). *How* a target does it is the target's own table, keyed by the same
 name: one action per fault with its exact inverse (:class:`Action`; the local target's in
-:mod:`gameday.targets.local.faults`, the kind/kube plans in :mod:`gameday.targets.k8s_plan`).
+:mod:`gameday.targets.local.faults`, the kind/kube plans in :mod:`gameday.targets.k8s.plan`).
 
 A conftest or plugin adds a fault without touching gameday::
 

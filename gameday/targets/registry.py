@@ -161,8 +161,10 @@ REGISTRY = TargetRegistry()
 # The built-ins, by import path: nothing is imported until a target is used.
 REGISTRY.register("local", "gameday.targets.local:LocalTarget.from_settings",
                   "gameday.targets.local:LocalTarget.attach")
-REGISTRY.register("kind", "gameday.targets.kind:KindTarget.from_settings", "gameday.targets.kind:KindTarget.attach")
-REGISTRY.register("kube", "gameday.targets.kube:KubeTarget.from_settings", "gameday.targets.kube:KubeTarget.attach")
+REGISTRY.register("kind", "gameday.targets.k8s.kind:KindTarget.from_settings",
+                  "gameday.targets.k8s.kind:KindTarget.attach")
+REGISTRY.register("kube", "gameday.targets.k8s.kube:KubeTarget.from_settings",
+                  "gameday.targets.k8s.kube:KubeTarget.attach")
 REGISTRY.register("external", "gameday.targets.external:ExternalTarget.from_settings",
                   "gameday.targets.external:ExternalTarget.attach")
 

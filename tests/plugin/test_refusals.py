@@ -23,9 +23,9 @@ from gameday.errors import DrillRefused
 from gameday.faults import Ledger
 from gameday.faults.catalogue import CATALOGUE
 from gameday.settings import SLO, Settings
-from gameday.targets import k8s_files
 from gameday.targets.base import RegionInfo
-from gameday.targets.kube import KubeTarget
+from gameday.targets.k8s import files as k8s_files
+from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.local import LocalTarget
 from gameday.topology import load_topology
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gameday.fedapp.common import ReadyzFault
-from gameday.targets.k8s_plan import Observed, Op
+from gameday.targets.k8s.plan import Observed, Op
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 Key = tuple[str, str, str | None, str]

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gameday.targets import k8s_files, manifests
+from gameday.targets.k8s import files as k8s_files
+from gameday.targets.k8s import manifests
 from gameday.topology import Topology, load_topology
 
 E2E_REASON = (

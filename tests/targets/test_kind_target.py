@@ -16,11 +16,12 @@ import yaml
 from gameday.errors import TargetError
 from gameday.session import SessionState, make_target
 from gameday.settings import Settings
-from gameday.targets import k8s_files, kind
-from gameday.targets import k8s_objects as o
 from gameday.targets.base import Target
-from gameday.targets.kind import CommandRunner, KindTarget
-from gameday.targets.kube import KubeTarget
+from gameday.targets.k8s import files as k8s_files
+from gameday.targets.k8s import kind
+from gameday.targets.k8s import objects as o
+from gameday.targets.k8s.kind import CommandRunner, KindTarget
+from gameday.targets.k8s.kube import KubeTarget
 from gameday.topology import Topology, load_topology
 
 

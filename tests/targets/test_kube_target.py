@@ -17,12 +17,12 @@ import pytest
 from gameday.errors import ConfigError, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.faults.restore import attach_target
-from gameday.targets import k8s_objects as o
-from gameday.targets import k8s_plan as plan
 from gameday.targets.base import Target
-from gameday.targets.k8s_client import pick_node_address
-from gameday.targets.kind import KindTarget
-from gameday.targets.kube import KubeTarget
+from gameday.targets.k8s import objects as o
+from gameday.targets.k8s import plan
+from gameday.targets.k8s.client import pick_node_address
+from gameday.targets.k8s.kind import KindTarget
+from gameday.targets.k8s.kube import KubeTarget
 from gameday.topology import Topology, parse_topology
 
 from .test_plans import CASES, PARAMS

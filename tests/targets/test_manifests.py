@@ -19,9 +19,10 @@ from kubernetes import client
 from gameday.errors import ConfigError
 from gameday.fedapp.spec import FederationSpec
 from gameday.release import check_release_order
-from gameday.targets import k8s_files, manifests
-from gameday.targets import k8s_objects as o
 from gameday.targets.base import RegionInfo
+from gameday.targets.k8s import files as k8s_files
+from gameday.targets.k8s import manifests
+from gameday.targets.k8s import objects as o
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 Rendered = dict[str, list[dict[str, Any]]]
@@ -72,7 +73,7 @@ def test_reviewed_copies_are_up_to_date(topology: Topology) -> None:
         for p, text in k8s_files.reviewed_files(topology).items()
         if not p.exists() or p.read_text(encoding="utf-8") != text
     ]
-    assert not stale, f"run `python -m gameday.targets.k8s_files`; out of date: {stale}"
+    assert not stale, f"run `python -m gameday.targets.k8s.files`; out of date: {stale}"
 
 
 def test_one_cluster_per_region_plus_global(topology: Topology, rendered: Rendered) -> None:

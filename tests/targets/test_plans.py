@@ -14,9 +14,8 @@ import pytest
 
 from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import CATALOGUE
-from gameday.targets import k8s_objects as o
-from gameday.targets import k8s_plan as plan
-from gameday.targets import manifests
+from gameday.targets.k8s import manifests, plan
+from gameday.targets.k8s import objects as o
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 from .cluster_state import ClusterState

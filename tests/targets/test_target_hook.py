@@ -30,7 +30,7 @@ from gameday.faults import FAULTS, Fault, Ledger, Param
 from gameday.faults.restore import attach_target
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.targets.k8s_plan import K8S_ACTIONS
+from gameday.targets.k8s.plan import K8S_ACTIONS
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.faults import LOCAL_ACTIONS
 from gameday.topology import load_topology

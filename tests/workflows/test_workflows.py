@@ -165,3 +165,20 @@ def test_nightly_creates_every_cluster_of_the_kind_topology() -> None:
         assert loop.split() == clusters, f"workflow clusters {loop!r} != {clusters}"
     for c in clusters:
         assert (ROOT / "clusters" / "kind" / f"{c}.yaml").is_file()
+
+
+def test_the_python_the_nightly_runs_names_the_image_the_kind_target_loads() -> None:
+    """The workflow's inline ``python -c`` (the image tag it builds) runs here and prints the
+    tag the kind target expects (a moved module would fail the night, not the review)."""
+    import subprocess
+    import sys
+
+    from gameday.targets.k8s.objects import APP_IMAGE
+
+    text = (WORKFLOWS / "gameday.yml").read_text(encoding="utf-8")
+    snippets = re.findall(r'python -c "([^"]+)"', text)
+    assert snippets, "no inline python in gameday.yml"
+    for code in snippets:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 0, f"{code!r} fails: {r.stderr[-500:]}"
+        assert r.stdout.strip() == APP_IMAGE

@@ -5,11 +5,11 @@ One context per cluster, from the topology's ``contexts`` mapping (every region 
 glob; with ``--gameday-dry-run`` every API call is printed and recorded, none is made
 (not even reads: fault plans then use the state the manifests declare).
 
-What is planned lives in :mod:`gameday.targets.k8s_plan` (pure, tested); this module
+What is planned lives in :mod:`gameday.targets.k8s.plan` (pure, tested); this module
 only executes plans with the official client (``kubernetes``), and is the one place
-(with :mod:`gameday.targets.kind`) that imports it.
+(with :mod:`gameday.targets.k8s.kind`) that imports it.
 
-Assumptions (see :mod:`gameday.targets.manifests`): components are reached on their
+Assumptions (see :mod:`gameday.targets.k8s.manifests`): components are reached on their
 cluster's node address at their NodePort, from the harness and across clusters. The
 node address of a cluster is the InternalIP of its first Ready node that is not a
 control-plane node, read at :meth:`KubeTarget.up`. Staging clusters whose nodes are
@@ -31,12 +31,12 @@ from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
-from gameday.targets import k8s_objects as o
-from gameday.targets import k8s_plan as plan
-from gameday.targets import manifests as m
 from gameday.targets.base import Endpoints, RegionInfo
-from gameday.targets.k8s_client import API_ERRORS, ClientFactory, Clusters, brief, default_client_factory
-from gameday.targets.k8s_plan import Op
+from gameday.targets.k8s import manifests as m
+from gameday.targets.k8s import objects as o
+from gameday.targets.k8s import plan
+from gameday.targets.k8s.client import API_ERRORS, ClientFactory, Clusters, brief, default_client_factory
+from gameday.targets.k8s.plan import Op
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 Pure functions returning plain dicts (no ``kubernetes`` import): the kube and kind
 targets apply them, the tests validate them offline against the Kubernetes schemas,
-and ``python -m gameday.targets.k8s_files`` writes the reviewed copies under
+and ``python -m gameday.targets.k8s.files`` writes the reviewed copies under
 ``clusters/manifests/`` and ``clusters/kind/``.
 
 Layout: one cluster per region (``gd-<region>``) and one for the global tier
@@ -53,7 +53,7 @@ from gameday.errors import ConfigError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec
 from gameday.release import plan_release
 from gameday.targets.base import RegionInfo
-from gameday.targets.k8s_objects import (
+from gameday.targets.k8s.objects import (
     AGENT_PORT,
     APP_PORT_BASE,
     CONTROL_PLANE_PORT,

@@ -1,11 +1,11 @@
 """Every Kubernetes API call of the kube and kind targets, one ApiClient per cluster.
 
-The thin executor under :class:`gameday.targets.kube.KubeTarget`: it turns the
-:class:`~gameday.targets.k8s_plan.Op` values that :mod:`gameday.targets.k8s_plan`
+The thin executor under :class:`gameday.targets.k8s.kube.KubeTarget`: it turns the
+:class:`~gameday.targets.k8s.plan.Op` values that :mod:`gameday.targets.k8s.plan`
 plans into calls of the official client (``kubernetes``), and reads the little the
 plans need (replica counts, node addresses, readiness, pod logs). It raises the
 client's own errors (:data:`API_ERRORS`); the kube target translates them into
-:mod:`gameday.errors` at its boundary. With :mod:`gameday.targets.kube` it is the only
+:mod:`gameday.errors` at its boundary. With :mod:`gameday.targets.k8s.kube` it is the only
 module that imports ``kubernetes``.
 """
 
@@ -22,8 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from gameday.errors import ConfigError, TargetError
-from gameday.targets import k8s_objects as o
-from gameday.targets.k8s_plan import Op
+from gameday.targets.k8s import objects as o
+from gameday.targets.k8s.plan import Op
 from gameday.topology import Topology
 
 FIELD_MANAGER = "gameday"

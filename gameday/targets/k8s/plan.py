@@ -1,7 +1,7 @@
 """What the kube and kind targets do to clusters, as data: pure plans of API operations.
 
 Every deploy, fault, revert and teardown is first planned here as a list of :class:`Op`
-(no ``kubernetes`` import, no I/O); :mod:`gameday.targets.kube` only executes a plan, or
+(no ``kubernetes`` import, no I/O); :mod:`gameday.targets.k8s.kube` only executes a plan, or
 in dry-run mode records it. The tests check the plans (exact inverses, allow-list).
 
 How each fault of :data:`gameday.faults.FAULTS` is done on Kubernetes is one entry of
@@ -30,8 +30,8 @@ from typing import Any, Protocol
 from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall, Table
-from gameday.targets import k8s_objects as o
-from gameday.targets import manifests as m
+from gameday.targets.k8s import manifests as m
+from gameday.targets.k8s import objects as o
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 LABEL_FAULT = "gameday.dev/fault"
@@ -411,7 +411,7 @@ def fault_call(kind: str, region: str | None, params: dict[str, Any]) -> tuple[K
     action = K8S_ACTIONS.get(kind)
     if fault is None or action is None:
         raise ConfigError(f"kube target: unknown fault {kind!r}" + (
-            "" if fault is None else "; register its plan with gameday.targets.k8s_plan.K8S_ACTIONS"))
+            "" if fault is None else "; register its plan with gameday.targets.k8s.plan.K8S_ACTIONS"))
     return action, FaultCall(fault, region, params)
 
 

@@ -4,7 +4,7 @@
 --config clusters/kind/<c>.yaml``), ``deploy`` loads the app image into each
 (``kind load docker-image``) and applies the manifests; ``down`` deletes the clusters it
 created. Everything else, faults included, is delegated to a
-:class:`~gameday.targets.kube.KubeTarget` on the contexts kind writes (``kind-gd-<c>``),
+:class:`~gameday.targets.k8s.kube.KubeTarget` on the contexts kind writes (``kind-gd-<c>``),
 whose allow-list is exactly those contexts.
 
 Faults are the kube target's (DESIGN §6: scale the gateway to 0; NetworkPolicies for a
@@ -33,11 +33,11 @@ from typing import Any, Self, TextIO
 from gameday.errors import TargetError
 from gameday.observers.sources import Sources
 from gameday.settings import Settings
-from gameday.targets import k8s_files as f
-from gameday.targets import k8s_objects as o
-from gameday.targets import manifests as m
 from gameday.targets.base import Endpoints, RegionInfo
-from gameday.targets.kube import KubeTarget
+from gameday.targets.k8s import files as f
+from gameday.targets.k8s import manifests as m
+from gameday.targets.k8s import objects as o
+from gameday.targets.k8s.kube import KubeTarget
 from gameday.topology import Topology
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 The image (one controlled source, R11/R12), the ports (container port = NodePort), the
 labels, the replica counts and probe thresholds, and one function per object shape
 (Deployment, PodDisruptionBudget, NodePort Service, ...). Plain dicts, no ``kubernetes``
-import; :mod:`gameday.targets.manifests` assembles them per cluster.
+import; :mod:`gameday.targets.k8s.manifests` assembles them per cluster.
 """
 
 from __future__ import annotations
