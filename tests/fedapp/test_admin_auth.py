@@ -22,7 +22,6 @@ import pytest
 from gameday.errors import FaultError
 from gameday.fedapp.common import ADMIN_TOKEN_ENV, is_admin_path
 from gameday.fedapp.spec import FederationSpec
-from gameday.targets import admin_token as admin_token_module
 from gameday.targets.admin_token import AdminAuth, issue_admin_token
 from gameday.targets.local.federation import LocalFederation
 from gameday.topology import load_topology
@@ -122,7 +121,7 @@ def test_the_token_file_is_the_owners_alone_from_its_first_byte(
         opened.append((flags, mode))
         return real_open(path, flags, mode, **kw)
 
-    monkeypatch.setattr(admin_token_module.os, "open", spy)
+    monkeypatch.setattr(os, "open", spy)  # the module calls os.open: spy on every call while it issues
     path = tmp_path / "run" / "admin-token"
     old = os.umask(0)  # the most permissive umask: the mode passed at creation must do the work
     try:
@@ -204,7 +203,8 @@ def test_a_harness_without_the_token_file_says_which_file(federation: LocalFeder
     other = LocalFederation(federation.spec)
     other.admin_token_file = tmp_path / "gone"
     try:
-        with pytest.raises(FaultError, match=r"admin token file .*gone: cannot be read"):
+        with pytest.raises(FaultError, match=r"^gateway-a: cannot sign POST /admin/fault: admin token file .*gone: "
+                                             r"cannot be read"):
             other.admin("gateway-a", {"readyz": "fail"})
     finally:
         other._http.close()

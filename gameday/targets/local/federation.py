@@ -431,6 +431,8 @@ class LocalFederation:
             r.raise_for_status()
         except httpx.HTTPError as exc:
             raise FaultError(f"{name}: POST {path} {body} failed: {exc}") from exc
+        except FaultError as exc:  # from AdminAuth: no token to sign with
+            raise FaultError(f"{name}: {exc}") from exc
         return dict(r.json()) if r.content else {}
 
     # -- readiness -----------------------------------------------------------------------
