@@ -61,6 +61,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
         print(f"ready in {time.monotonic() - t0:.2f} s\n", flush=True)
         print(fed.status_table(), flush=True)
         print(f"\nlogs: {fed.logdir}", flush=True)
+        print(f"admin token: {fed.admin_token_file} (send it as `Authorization: Bearer <token>` on /admin calls)",
+              flush=True)
         if args.seconds is not None:
             stop.wait(args.seconds)
         else:
