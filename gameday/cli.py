@@ -7,7 +7,7 @@
 ``gameday init``     scaffold game days in your own project.
 
 ``gameday drill`` runs pytest as its child and waits for it, however long the revert
-takes: Ctrl-C (which the terminal sends to both) and SIGTERM reach pytest, which reverts
+takes: Ctrl-C (which the terminal sends to both) SIGTERM and SIGHUP (a closed terminal) reach pytest, which reverts
 and stops; a second Ctrl-C shows what is still being reverted. If ``gameday drill`` is
 killed, pytest gets SIGTERM and still reverts.
 """
@@ -30,7 +30,7 @@ from types import FrameType
 
 from gameday import __version__, settings
 from gameday.errors import GamedayError
-from gameday.interrupts import ACK_ENV, ledger_pending, signal_name
+from gameday.interrupts import ACK_ENV, HANDLED, ledger_pending, signal_name
 from gameday.procs import RUN_DIR_ENV, run_token, spawn
 
 DEFAULT_REPORTS = Path("reports")
@@ -52,8 +52,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     def _on_signal(signum: int, frame: object) -> None:
         stop.set()
 
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
+    for sig in HANDLED:
+        signal.signal(sig, _on_signal)
     t0 = time.monotonic()
     print(f"starting {len(fed.components)} processes for {len(topology.regions)} regions ...", flush=True)
     fed.start()
@@ -61,6 +61,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
         print(f"ready in {time.monotonic() - t0:.2f} s\n", flush=True)
         print(fed.status_table(), flush=True)
         print(f"\nlogs: {fed.logdir}", flush=True)
+        print(f"admin token: {fed.admin_token_file} (send it as `Authorization: Bearer <token>` on /admin calls)",
+              flush=True)
         if args.seconds is not None:
             stop.wait(args.seconds)
         else:
@@ -166,7 +168,7 @@ class _Supervisor:
         """Ledger entries of pytest's when the first signal came."""
 
     def run(self) -> int:
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in HANDLED}
         try:
             # SIGTERM if this process dies, so pytest still reverts (e.g. `kill -9` of the wrapper).
             self.proc = spawn(self.argv, death_signal=signal.SIGTERM, env=self.env)

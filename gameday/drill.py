@@ -35,6 +35,7 @@ from gameday.errors import (
     DrillAborted,
     DrillRefused,
     FaultError,
+    FaultUnavailable,
     LoadCollapsed,
     RestoreIncomplete,
     TargetUnreachable,
@@ -93,8 +94,12 @@ class Drill:
         round_index: int = 0,
         dns_ttl: float = 5.0,
         on_result: Callable[[DrillResult], object] | None = None,
+        skip_unavailable_faults: bool = False,
     ) -> None:
         self.target = target
+        #: A conformance check skips (not applicable, with the reason) where the target cannot
+        #: do the fault it needs; a drill asking for such a fault is misconfigured and errors.
+        self.skip_unavailable_faults = skip_unavailable_faults
         self.settings = settings
         self.slo = settings.slo
         self.ledger = ledger
@@ -168,14 +173,19 @@ class Drill:
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = self.faults.check(kind, region, params, self.region_names)
+        action = f"{kind} {region or ''}".strip()
         if isinstance(self.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
             # before the ledger records an injection that would never happen.
-            self.target.plan_fault(kind, region, dict(params))
+            try:
+                self.target.plan_fault(kind, region, dict(params))
+            except FaultUnavailable as exc:
+                if not self.skip_unavailable_faults:
+                    raise
+                pytest.skip(f"target {self.target.name} cannot inject {action}: {exc}")
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
-        action = f"{kind} {region or ''}".strip()
         checks: list[str] = []
         if len(lost) > len(already_lost):
             # Every drill that takes a region out, N-1 as much as N-2: survivors that cannot
@@ -230,6 +240,8 @@ class Drill:
                 cut_off=(region,) if fk.cuts_off_region and region else (),
                 control_plane_source=observer.sources.control_plane is not None,
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
+                clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
+                utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "

@@ -44,6 +44,13 @@ class ConfigError(GamedayError):
         super().__init__(message)
 
 
+
+class FaultUnavailable(ConfigError):
+    """The target cannot do the fault asked for (an external profile declares no commands for
+    it). A drill that asks for it is misconfigured; a conformance check that needs it is not
+    applicable on this target and skips, saying which fault to declare."""
+
+
 class TargetError(GamedayError):
     """The target (federation) could not be brought up, reached or torn down."""
 

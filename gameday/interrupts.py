@@ -1,8 +1,9 @@
-"""SIGINT and SIGTERM inside pytest: the first one stops the run, none stops a revert.
+"""SIGINT, SIGTERM and SIGHUP inside pytest: the first one stops the run, none stops a revert.
 
 The first signal raises :class:`KeyboardInterrupt` in the main thread, so every
 ``finally`` (fault reverts, load and federation teardown) runs, the way Ctrl-C always
-did; SIGTERM now behaves exactly like Ctrl-C. Two things are new:
+did; SIGTERM, and SIGHUP (the terminal closed, an ssh session dropped), behave exactly like
+Ctrl-C. Two things are new:
 
 * **Shielded sections** (a revert, the steady-state wait after it, stopping the load or
   the federation, starting a process and recording its pid) are not interrupted: a
@@ -31,7 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-HANDLED = (signal.SIGINT, signal.SIGTERM)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 ACK_ENV = "GAMEDAY_SIGNAL_ACK"
 """Set by ``gameday drill``: a file pytest appends ``<signum> <monotonic time>`` to for each
@@ -43,7 +44,7 @@ def signal_name(signum: int) -> str:
 
 
 class Interrupts:
-    """The process's SIGINT/SIGTERM policy (see the module docstring)."""
+    """The process's SIGINT/SIGTERM/SIGHUP policy (see the module docstring)."""
 
     def __init__(self) -> None:
         self.first: int | None = None

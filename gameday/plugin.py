@@ -150,6 +150,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              ids=[f"round{i + 1}" for i in range(rounds)])
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every ``@pytest.mark.gameday(...)`` when the tests are collected: a bad marker is
+    a usage error before any federation starts, not an error in the middle of a session."""
+    for item in items:
+        gsession.GamedayMarker.of(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

@@ -507,6 +507,9 @@ class Profile(_Model):
     kubernetes: KubernetesSpec | None = None
     """The clusters and faults the kube and kind targets use with this profile; None: the
     profile drills only through the ``external`` target's commands."""
+    manifests: str | None = Field(default=None, min_length=1, max_length=4096)
+    """A directory of the Kubernetes manifests the federation is deployed from (relative to
+    the profile's file), for R11's offline checks; None: R11's manifest checks are n/a."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:

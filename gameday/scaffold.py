@@ -119,8 +119,8 @@ jobs:
     env:
       GAMEDAY_SEED: ${{{{ inputs.seed }}}}
     steps:
-      - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
+      - uses: actions/checkout@v5
+      - uses: actions/setup-python@v6
         with:
           python-version: "3.11"
       - name: Install
@@ -132,7 +132,7 @@ jobs:
         run: gameday restore --reports reports
       - name: Upload reports
         if: always()
-        uses: actions/upload-artifact@v4
+        uses: actions/upload-artifact@v6
         with:
           name: gameday-reports
           path: reports/

@@ -33,7 +33,7 @@ from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
 from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, table
 from gameday.reports.timeline_svg import render_timeline_svg
-from gameday.settings import TARGET_HELP, Settings
+from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.targets import registry
 from gameday.targets.base import Target
 from gameday.topology import Topology, load_topology
@@ -308,10 +308,24 @@ class GamedayMarker:
             return cls()
         if m.args:
             raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday takes keyword arguments only")
-        try:
-            return cls(**m.kwargs)
-        except TypeError as exc:
-            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday: {exc} (valid: rate, users)") from exc
+        unknown = sorted(set(m.kwargs) - {"rate", "users"})
+        if unknown:
+            raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday: unknown argument(s) {unknown} "
+                                    "(valid: rate, users)")
+        # The same bounds as --gameday-rate / --gameday-users: a marker is no way around them.
+        checked: dict[str, Any] = {}
+        specs = {o.name: o for o in OPTIONS}
+        for name, value in m.kwargs.items():
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday({name}={value!r}): expected "
+                                        f"{specs[name].kind.expected}")
+            try:
+                checked[name] = specs[name].kind(str(value))
+            except ValueError as exc:
+                raise pytest.UsageError(f"{node.nodeid}: @pytest.mark.gameday({name}={value!r}): {exc}") from None
+        return cls(**checked)
 
 
 @contextmanager
@@ -327,6 +341,9 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
         locustfile=s.locustfile,
         workers=s.workers,
         registry=state.procs,
+        expect_workers=s.expect_workers,
+        master_bind=s.master_bind,
+        workers_wait=s.workers_wait,
     )
     try:
         runner.start()  # inside the try: a signal while locust starts must still stop it
@@ -394,7 +411,7 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         # An external target knows its TTL from its profile or its DNS server's answers.
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        on_result=on_result,
+        on_result=on_result, skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
     )
     yield d
 

@@ -62,6 +62,12 @@ class LoadSettings:
     """A user-supplied locustfile instead of the built-in one."""
     workers: int = 0
     """0: one locust process; N: a master with N worker processes."""
+    expect_workers: int = 0
+    """Workers on other machines (``python -m gameday.load.worker``) the master waits for."""
+    master_bind: tuple[str, int] = ("0.0.0.0", 5557)
+    """Where the master listens for them (host, port)."""
+    workers_wait: float = 120.0
+    """Seconds to wait for them to connect before the drill is refused."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -217,6 +223,25 @@ class Globs:
         return tuple(parts)
 
 
+def parse_host_port(value: str, default_port: int) -> tuple[str, int]:
+    """``HOST[:PORT]`` -> (host, port). Raises ValueError naming the value."""
+    host, sep, port = str(value).strip().rpartition(":")
+    if not sep:
+        host, port = str(value).strip(), str(default_port)
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST[:PORT] with a port in 1..65535, got {value!r}")
+    return host, int(port)
+
+
+@dataclass(frozen=True)
+class HostPort:
+    default_port: int = 5557
+    expected: str = "HOST:PORT"
+
+    def __call__(self, raw: str) -> tuple[str, int]:
+        return parse_host_port(raw, self.default_port)
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One ``--gameday-<name>`` option: its help and the validator every source goes through."""
@@ -273,6 +298,12 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("locustfile", "your own locustfile instead of the built-in DNS-resolving user",
                ExistingFile("locustfile")),
     OptionSpec("load-workers", "locust worker processes (0: a single process)", Number(True, 0, 64)),
+    OptionSpec("load-expect-workers", "locust workers on other machines the master waits for before a drill "
+               "(each started with: python -m gameday.load.worker --master HOST:PORT)", Number(True, 0, 1024)),
+    OptionSpec("load-master-bind", "where the locust master listens for those workers, HOST:PORT "
+               "(default 0.0.0.0:5557)", HostPort()),
+    OptionSpec("load-workers-wait", "seconds to wait for those workers to connect before the drill is refused "
+               "(default 120)", Number(False, 0, 3600, lo_open=True)),
     # An hour: article 000's bar is 3 minutes; a limit beyond an hour is a unit mistake (ms?).
     OptionSpec("switchover-limit", "switchover SLO in seconds (default 180)", Number(False, 0, 3600, lo_open=True)),
     OptionSpec("error-ratio", "client error ratio SLO, 0..1 (default 0.01)", _RATIO),
@@ -373,6 +404,9 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
             rate=values.get("rate"),
             locustfile=values.get("locustfile"),
             workers=values.get("load-workers", 0),
+            expect_workers=values.get("load-expect-workers", 0),
+            master_bind=values.get("load-master-bind", ("0.0.0.0", 5557)),
+            workers_wait=values.get("load-workers-wait", 120.0),
         ),
     )
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
+from gameday.fedapp.common import ADMIN_TOKEN_ENV, read_admin_token
 from gameday.fedapp.spec import FederationSpec
+from gameday.targets.admin_token import issue_admin_token
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation
 from gameday.topology import load_topology, parse_topology
@@ -40,6 +42,23 @@ def _private_ledger_index(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     index of its own. (One index per worker let a ``gameday restore`` in one test see the
     ledgers of tests running beside it, and fail on their live runners.)"""
     monkeypatch.setenv("GAMEDAY_STATE_DIR", str(tmp_path_factory.mktemp("gameday-state")))
+
+
+@pytest.fixture
+def admin_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The admin token of the components this test starts, issued as the local target does
+    (a 0600 file) and named by ``$GAMEDAY_ADMIN_TOKEN_FILE`` in this process's environment,
+    which components started in-process or by :func:`component` inherit."""
+    path = tmp_path / "admin-token"
+    issue_admin_token(path)
+    monkeypatch.setenv(ADMIN_TOKEN_ENV, str(path))
+    return read_admin_token(path)
+
+
+@pytest.fixture
+def admin_headers(admin_token: str) -> dict[str, str]:
+    """``Authorization: Bearer <admin_token>``, for a test's own admin calls."""
+    return {"Authorization": f"Bearer {admin_token}"}
 
 
 @pytest.fixture
@@ -119,8 +138,9 @@ def nats_server(spec: FederationSpec, nats_for: Callable[[FederationSpec], NatsS
 
 
 @pytest.fixture
-def component(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    """Start component processes (``python -m gameday.fedapp ROLE``); all are stopped at the end.
+def component(tmp_path: Path, admin_token: str) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start component processes (``python -m gameday.fedapp ROLE``) with :func:`admin_token`;
+    all are stopped at the end.
 
     Call as ``component("gateway", region="a")``; stderr goes to tmp_path/<role>-<id>.log.
     """

@@ -115,3 +115,22 @@ def test_the_restore_increment_counts_from_the_start_of_the_revert_call() -> Non
     assert res.versions().passed, res.versions().detail
     window.t_revert_call = None  # judged from the call's return, the same timeline fails
     assert "did not increase for the restore" in res.versions().detail
+
+
+def test_dynamic_headroom_says_na_for_regions_without_a_utilisation_source() -> None:
+    ok = [RequestRec(1.0 + i * 0.01, 200, 0.01) for i in range(100)]
+    # Region c has a source and is observed; b has none: not a failure, and said so.
+    c = dynamic_headroom([UtilObs(1.0, "c", 0.5)], ok, ("b", "c"), start=0.5, end=3.0,
+                         utilisation_limit=0.8, overload_ratio=0.01, unobservable=("b",))
+    assert c.passed, c.detail
+    assert "peak utilisation c 50%" in c.detail
+    assert "utilisation n/a for b: no utilisation source" in c.detail
+    # The overload ratio is the clients' own measurement: it still fails without a utilisation source.
+    rejected = ok + [RequestRec(2.0, 503, 0.01)] * 5
+    c = dynamic_headroom([], rejected, ("b",), start=0.5, end=3.0, utilisation_limit=0.8,
+                         overload_ratio=0.01, unobservable=("b",))
+    assert not c.passed
+    assert "5 of 105 requests" in c.detail and "utilisation n/a for b" in c.detail
+    # Without the flag, a survivor with no observation is still a failure (a source that went quiet).
+    c = dynamic_headroom([], ok, ("b",), start=0.5, end=3.0, utilisation_limit=0.8, overload_ratio=0.01)
+    assert not c.passed and "no utilisation observed for region b" in c.detail

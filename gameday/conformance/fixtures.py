@@ -23,7 +23,7 @@ from gameday.topology import Timing, Topology
 @pytest.fixture(scope="session")
 def view(federation: Any) -> Iterator[FederationView]:
     """The session federation seen from outside (statuses, metrics, requests, DNS)."""
-    with federation_view(federation.endpoints(), federation.regions()) as v:
+    with federation_view(federation.endpoints(), federation.regions(), getattr(federation, "name", "")) as v:
         yield v
 
 
@@ -44,14 +44,14 @@ def converge_s(timing: Timing) -> float:
 
 
 @pytest.fixture
-def settled(view: FederationView, converge_s: float) -> int:
+def settled(view: FederationView, converge_s: float) -> int | None:
     """Wait until every entry node is at the control plane's version routing to every
-    region; return that version."""
+    region; return that version (None where the target exposes no control plane)."""
     return view.wait_converged(converge_s)
 
 
 @pytest.fixture
-def full_weight(view: FederationView, timing: Timing, converge_s: float, settled: int) -> int:
+def full_weight(view: FederationView, timing: Timing, converge_s: float, settled: int | None) -> int | None:
     """:func:`settled`, and the GSLB answering with every region at its full static weight
     (no re-admission ramp left over from an earlier check); return the version."""
     view.wait_dns_settled(converge_s + timing.ramp_seconds)

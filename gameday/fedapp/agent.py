@@ -137,7 +137,7 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.rspec.agent
-        runner = await start_http(self.http_app(), ep.host, ep.port)
+        runner = await start_http(self.http_app(), ep.host, ep.port, self.log)
         self.log("started", region=self.region, epoch=self.epoch, host=ep.host, port=ep.port,
                  targets=sorted(self.targets))
         timeout = aiohttp.ClientTimeout(total=self.timing.probe_timeout)

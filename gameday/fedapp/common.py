@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import hmac
 import json
 import math
 import os
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 
 Json = dict[str, Any]
 
@@ -211,8 +214,102 @@ def bind_host(host: str) -> str:
     return os.environ.get("GAMEDAY_BIND_HOST") or host
 
 
-async def start_http(app: web.Application, host: str, port: int) -> web.AppRunner:
-    """Serve *app* on host:port (SO_REUSEADDR so a restarted component gets its port back)."""
+ADMIN_TOKEN_ENV = "GAMEDAY_ADMIN_TOKEN_FILE"  # noqa: S105  (the variable naming the file, not a secret)
+"""Names the file holding the run's admin token (local: written by the harness, 0600;
+Kubernetes: a Secret mounted as a file)."""
+
+
+class AdminTokenUnreadable(Exception):
+    """The admin token file is configured but cannot be used (message names the file)."""
+
+
+def read_admin_token(path: str | Path) -> str:
+    """The token in *path*: its text without surrounding whitespace (a Secret's trailing newline).
+
+    Raises:
+        AdminTokenUnreadable: the file cannot be read or holds no token.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise AdminTokenUnreadable(f"admin token file {path}: cannot be read ({reason})") from exc
+    if not text:
+        raise AdminTokenUnreadable(f"admin token file {path}: is empty")
+    return text
+
+
+def admin_token_from_env(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The component's admin token: the file ``$GAMEDAY_ADMIN_TOKEN_FILE`` names, or ``None``
+    when the variable is unset or empty (then every admin call is refused).
+
+    Raises:
+        AdminTokenUnreadable: the variable names a file that cannot be used; the component
+            must not start (a deploy that meant to set a token and failed is found at once,
+            not as 401s in the middle of a drill).
+    """
+    path = environ.get(ADMIN_TOKEN_ENV)
+    return read_admin_token(path) if path else None
+
+
+def is_admin_path(path: str) -> bool:
+    """True for ``/admin`` and everything under it, however spelled (``//admin/x``,
+    ``/Admin/x``): the guard errs on the side of asking for the token."""
+    first = next((part for part in path.split("/") if part), "")
+    return first.lower() == "admin"
+
+
+def admin_guard(token: str | None, log: JsonLog) -> Middleware:
+    """An aiohttp middleware: every request to an admin path (:func:`is_admin_path`), any
+    method, must carry ``Authorization: Bearer <token>``; otherwise it is answered 401 and
+    logged as ``admin_refused`` (method, path, peer and why; never what was presented).
+    With *token* ``None`` (none configured) every admin call is refused: fail closed.
+    The comparison is :func:`hmac.compare_digest` (constant time)."""
+    expected = token.encode("utf-8") if token is not None else None
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if is_admin_path(request.path):
+            reason = _refusal(expected, request.headers.get("Authorization"))
+            if reason is not None:
+                log("admin_refused", method=request.method, path=request.path, peer=request.remote, reason=reason)
+                return json_response({"error": f"admin call refused: {reason}"}, status=401,
+                                     headers={"WWW-Authenticate": 'Bearer realm="gameday-admin"'})
+        return await handler(request)
+
+    return guard
+
+
+def _refusal(expected: bytes | None, header: str | None) -> str | None:
+    """Why an admin call with this ``Authorization`` header is refused, or ``None``."""
+    if expected is None:
+        return f"no admin token configured on this component (set {ADMIN_TOKEN_ENV})"
+    if not header:
+        return "no bearer token"
+    scheme, _, presented = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not presented.strip():
+        return "no bearer token"
+    if not hmac.compare_digest(presented.strip().encode("utf-8", "surrogateescape"), expected):
+        return "wrong token"
+    return None
+
+
+async def start_http(app: web.Application, host: str, port: int, log: JsonLog) -> web.AppRunner:
+    """Serve *app* on host:port (SO_REUSEADDR so a restarted component gets its port back),
+    its admin paths behind :func:`admin_guard` with the token :func:`admin_token_from_env` reads.
+
+    Raises:
+        SystemExit: ``$GAMEDAY_ADMIN_TOKEN_FILE`` names a file that cannot be used (logged
+            first as ``admin_token_unreadable``).
+    """
+    try:
+        token = admin_token_from_env()
+    except AdminTokenUnreadable as exc:
+        log("admin_token_unreadable", error=str(exc))
+        raise SystemExit(f"{ADMIN_TOKEN_ENV}: {exc}") from exc
+    if token is None:
+        log("admin_disabled", reason=f"{ADMIN_TOKEN_ENV} is not set: every admin call is refused")
+    app.middlewares.insert(0, admin_guard(token, log))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, bind_host(host), port, reuse_address=True, backlog=1024)

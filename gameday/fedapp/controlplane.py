@@ -179,7 +179,7 @@ class ControlPlane:
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.spec.control_plane
-        runner = await start_http(self.http_app(), ep.host, ep.port)
+        runner = await start_http(self.http_app(), ep.host, ep.port, self.log)
         self.log("started", host=ep.host, port=ep.port, state_mode=self._mode(),
                  broadcast_delay=self.broadcast_delay)
         tasks: list[asyncio.Task[None]] = []

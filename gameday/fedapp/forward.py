@@ -300,7 +300,7 @@ async def serve_entry_node(
             started after the HTTP server is up.
     """
     await node.forwarder.start()
-    runner = await start_http(node.web_app(), endpoint.host, endpoint.port)
+    runner = await start_http(node.web_app(), endpoint.host, endpoint.port, log)
     log("started", endpoint=endpoint.url, **started)
     tasks = [asyncio.create_task(follow(spec, node.follower, log, stop))]
     tasks += [asyncio.create_task(fn()) for fn in background]

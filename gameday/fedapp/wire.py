@@ -47,7 +47,8 @@ Snapshot keys (see :mod:`gameday.fedapp.snapshot`)
 HTTP endpoints every component serves
 -------------------------------------
 ``/livez``, ``/readyz``, ``/status`` (JSON), ``/metrics`` (Prometheus text),
-``POST /admin/fault`` (JSON body; fault hooks, see each component).
+``POST /admin/fault`` (JSON body; fault hooks, see each component). Every ``/admin`` call
+needs ``Authorization: Bearer <the run's token>`` (:func:`gameday.fedapp.common.admin_guard`).
 Entry nodes (gateway, proxy) report in ``/status``: ``version``,
 ``routable_regions``, ``excluded_regions``, ``snapshot_age_s``,
 ``last_broadcast_version``, ``stale``.

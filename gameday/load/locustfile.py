@@ -15,6 +15,11 @@ with gevent on import). Configured through the environment the harness sets:
 ``GAMEDAY_RECORDS``       directory for per-process JSONL request records
 ``GAMEDAY_TIMEOUT``       request timeout, seconds (default 1)
 
+``GAMEDAY_REMOTE_WORKERS`` set (on the master the harness starts): workers on other machines
+                          connect; each is sent the configuration above and its clock is measured
+``GAMEDAY_REMOTE``        set (by ``python -m gameday.load.worker``): a worker on another machine;
+                          it takes its configuration from the master and sends its records there
+
 Each request is recorded as one JSON line:
 ``{"t": send time (CLOCK_MONOTONIC s), "s": status (0: transport error),
 "l": latency s, "r": serving region or null, "a": gateway address, "e": error}``.
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from typing import Any
 
@@ -33,29 +39,51 @@ import dns.query
 import dns.rdatatype
 from locust import HttpUser, constant_throughput, events, task
 
-_DNS_HOST, _DNS_PORT = os.environ.get("GAMEDAY_DNS", "127.0.0.1:53").rsplit(":", 1)
-_FQDN = os.environ.get("GAMEDAY_FQDN", "app.gameday.test.")
-_PORT = int(os.environ.get("GAMEDAY_PORT", "80"))
-_RATE = float(os.environ.get("GAMEDAY_USER_RATE", "1"))
-_TIMEOUT = float(os.environ.get("GAMEDAY_TIMEOUT", "1"))
-_SCHEME = os.environ.get("GAMEDAY_SCHEME", "http")
-_PATH = os.environ.get("GAMEDAY_PATH", "/work")
-_HOST_HEADER = os.environ.get("GAMEDAY_HOST_HEADER", "")
-_SERVED_BY = os.environ.get("GAMEDAY_SERVED_BY", "X-Served-By")
-_HEADERS = {"Host": _HOST_HEADER} if _HOST_HEADER else {}
+CONFIG_KEYS = ("GAMEDAY_DNS", "GAMEDAY_FQDN", "GAMEDAY_PORT", "GAMEDAY_USER_RATE", "GAMEDAY_TIMEOUT",
+               "GAMEDAY_SCHEME", "GAMEDAY_PATH", "GAMEDAY_HOST_HEADER", "GAMEDAY_SERVED_BY")
+"""What the master sends a remote worker (its environment holds none of it)."""
+
+_REMOTE = bool(os.environ.get("GAMEDAY_REMOTE"))
+_EXPECTS_REMOTE = bool(os.environ.get("GAMEDAY_REMOTE_WORKERS"))
 _RECORDS_DIR = os.environ.get("GAMEDAY_RECORDS", ".")
+PINGS = 8
+"""Clock round trips per remote worker; the one with the shortest round trip is kept."""
+
+
+class _Config:
+    """The user's configuration: from this process's environment, or what the master sent."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.dns_host, dns_port = env.get("GAMEDAY_DNS", "127.0.0.1:53").rsplit(":", 1)
+        self.dns_port = int(dns_port)
+        self.fqdn = env.get("GAMEDAY_FQDN", "app.gameday.test.")
+        self.port = int(env.get("GAMEDAY_PORT", "80"))
+        self.rate = float(env.get("GAMEDAY_USER_RATE", "1"))
+        self.timeout = float(env.get("GAMEDAY_TIMEOUT", "1"))
+        self.scheme = env.get("GAMEDAY_SCHEME", "http")
+        self.path = env.get("GAMEDAY_PATH", "/work")
+        host_header = env.get("GAMEDAY_HOST_HEADER", "")
+        self.served_by = env.get("GAMEDAY_SERVED_BY", "X-Served-By")
+        self.headers = {"Host": host_header} if host_header else {}
+
+
+CFG = _Config(dict(os.environ))
 
 
 class _Records:
-    """Buffered JSONL writer, flushed every 0.2 s so the harness sees requests promptly."""
+    """Buffered JSONL writer, flushed every 0.2 s so the harness sees requests promptly.
+
+    On a remote worker (``send`` set) a flush sends the batch to the master instead, which
+    writes it on the harness's clock."""
 
     def __init__(self) -> None:
         self.fh: Any = None
         self.buf: list[str] = []
         self.last_flush = time.monotonic()
+        self.send: Any = None
 
     def add(self, rec: dict[str, Any]) -> None:
-        if self.fh is None:
+        if self.send is None and self.fh is None:
             os.makedirs(_RECORDS_DIR, exist_ok=True)
             self.fh = open(os.path.join(_RECORDS_DIR, f"requests-{os.getpid()}.jsonl"), "a")  # noqa: SIM115
         self.buf.append(json.dumps(rec, separators=(",", ":")))
@@ -64,7 +92,10 @@ class _Records:
             self.flush()
 
     def flush(self) -> None:
-        if self.fh is not None and self.buf:
+        if self.send is not None and self.buf:
+            self.send("gameday_records", {"lines": self.buf})
+            self.buf = []
+        elif self.fh is not None and self.buf:
             self.fh.write("\n".join(self.buf) + "\n")
             self.fh.flush()
             self.buf.clear()
@@ -82,7 +113,11 @@ _PARENT = int(os.environ.get("GAMEDAY_RUNNER_PID") or os.getppid())
 @events.init.add_listener  # type: ignore[untyped-decorator]
 def _quit_with_the_runner(environment: Any, **kwargs: Any) -> None:
     """Load never outlives the drill that started it: quit when the runner is gone
-    (``kill -9`` included: this process is then re-parented)."""
+    (``kill -9`` included: this process is then re-parented). A remote worker has no runner
+    as its parent (a shell, ssh, systemd may start it and go): it quits when its master
+    tells it to, or after locust's 60 s without the master's heartbeat."""
+    if _REMOTE:
+        return
     import gevent  # noqa: PLC0415  (locust's own event loop)
 
     def watch() -> None:
@@ -96,6 +131,115 @@ def _quit_with_the_runner(environment: Any, **kwargs: Any) -> None:
     gevent.spawn(watch)
 
 
+class _Clocks:
+    """On the master: each remote worker's clock offset, measured by round trips at connect.
+
+    The master sends its ``CLOCK_MONOTONIC`` reading ``t0``; the worker answers with its own
+    ``tw``; the answer arrives at ``t1``. The worker read its clock somewhere in [t0, t1], so
+    ``offset = (t0 + t1) / 2 - tw`` is off by at most ``(t1 - t0) / 2``: the uncertainty kept
+    with it (of the shortest of :data:`PINGS` round trips). Records a worker sends are
+    written with ``t + offset``, on the harness's clock; records that arrive before its
+    offset is known wait for it.
+    """
+
+    def __init__(self, records_dir: str) -> None:
+        self.dir = records_dir
+        self.workers: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, list[str]] = {}
+        self.files: dict[str, Any] = {}
+
+    def hello(self, runner: Any, node: str, data: dict[str, Any]) -> None:
+        self.workers[node] = {"host": data.get("host"), "pid": data.get("pid"), "pings": 0,
+                              "offset_s": None, "uncertainty_s": None, "rtt_s": None}
+        runner.send_message("gameday_config", {k: os.environ.get(k, "") for k in CONFIG_KEYS}, client_id=node)
+        self.ping(runner, node)
+
+    def ping(self, runner: Any, node: str) -> None:
+        runner.send_message("gameday_ping", {"t0": time.monotonic()}, client_id=node)
+
+    def pong(self, runner: Any, node: str, data: dict[str, Any]) -> None:
+        t1 = time.monotonic()
+        w = self.workers.get(node)
+        if w is None:
+            return
+        t0, tw = float(data["t0"]), float(data["tw"])
+        rtt = t1 - t0
+        w["pings"] += 1
+        if w["rtt_s"] is None or rtt < w["rtt_s"]:
+            w.update(rtt_s=rtt, offset_s=(t0 + t1) / 2 - tw, uncertainty_s=rtt / 2)
+        if w["pings"] < PINGS:
+            self.ping(runner, node)
+            return
+        self.save()
+        self.write(node, self.pending.pop(node, []))
+
+    def save(self) -> None:
+        """``workers.json``: the workers whose clocks are measured (written atomically)."""
+        done = {n: w for n, w in self.workers.items() if w["pings"] >= PINGS}
+        tmp = os.path.join(self.dir, ".workers.json.tmp")
+        os.makedirs(self.dir, exist_ok=True)
+        with open(tmp, "w") as fh:
+            json.dump({"workers": done}, fh)
+        os.replace(tmp, os.path.join(self.dir, "workers.json"))
+
+    def records(self, node: str, lines: list[str]) -> None:
+        w = self.workers.get(node)
+        if w is None or w["pings"] < PINGS:
+            self.pending.setdefault(node, []).extend(lines)
+        else:
+            self.write(node, lines)
+
+    def write(self, node: str, lines: list[str]) -> None:
+        if not lines:
+            return
+        offset = float(self.workers[node]["offset_s"])
+        fh = self.files.get(node)
+        if fh is None:
+            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in node)[-80:]
+            fh = self.files[node] = open(os.path.join(self.dir, f"requests-w-{safe}.jsonl"), "a")  # noqa: SIM115
+        out = []
+        for line in lines:
+            rec = json.loads(line)
+            rec["t"] = float(rec["t"]) + offset
+            out.append(json.dumps(rec, separators=(",", ":")))
+        fh.write("\n".join(out) + "\n")
+        fh.flush()
+
+
+CLOCKS = _Clocks(_RECORDS_DIR)
+_CONFIGURED: Any = None  # a gevent Event on a remote worker: set when the master's configuration came
+
+
+@events.init.add_listener  # type: ignore[untyped-decorator]
+def _distributed(environment: Any, **kwargs: Any) -> None:
+    """The custom messages between the harness's master and workers on other machines."""
+    from locust.runners import MasterRunner, WorkerRunner  # noqa: PLC0415
+
+    runner = environment.runner
+    if isinstance(runner, MasterRunner) and _EXPECTS_REMOTE:
+        runner.register_message("gameday_hello", lambda msg, **kw: CLOCKS.hello(runner, msg.node_id, msg.data))
+        runner.register_message("gameday_pong", lambda msg, **kw: CLOCKS.pong(runner, msg.node_id, msg.data))
+        runner.register_message("gameday_records", lambda msg, **kw: CLOCKS.records(msg.node_id, msg.data["lines"]))
+    elif isinstance(runner, WorkerRunner) and _REMOTE:
+        import gevent.event  # noqa: PLC0415
+
+        global _CONFIGURED  # noqa: PLW0603
+        _CONFIGURED = gevent.event.Event()
+
+        def config(msg: Any, **kw: Any) -> None:
+            global CFG  # noqa: PLW0603
+            CFG = _Config(msg.data)
+            _CONFIGURED.set()
+
+        def ping(msg: Any, **kw: Any) -> None:
+            runner.send_message("gameday_pong", {"t0": msg.data["t0"], "tw": time.monotonic()})
+
+        runner.register_message("gameday_config", config)
+        runner.register_message("gameday_ping", ping)
+        RECORDS.send = runner.send_message
+        runner.send_message("gameday_hello", {"host": socket.gethostname(), "pid": os.getpid()})
+
+
 @events.quitting.add_listener  # type: ignore[untyped-decorator]
 def _flush_on_quit(environment: Any, **kwargs: Any) -> None:
     RECORDS.flush()
@@ -104,10 +248,15 @@ def _flush_on_quit(environment: Any, **kwargs: Any) -> None:
 class GamedayUser(HttpUser):
     """A client that resolves the service name itself and caches the answer for its TTL."""
 
-    wait_time = constant_throughput(_RATE)
     host = "http://gameday.invalid"
 
+    def wait_time(self) -> float:
+        # read at each call: a remote worker learns its rate from the master after import
+        return float(constant_throughput(CFG.rate)(self))
+
     def on_start(self) -> None:
+        if _CONFIGURED is not None and not _CONFIGURED.wait(30):
+            raise RuntimeError("no configuration from the gameday master within 30 s")
         self.addr: str | None = None
         self.expires = 0.0
 
@@ -115,15 +264,15 @@ class GamedayUser(HttpUser):
         now = time.monotonic()
         if self.addr is not None and now < self.expires:
             return self.addr
-        q = dns.message.make_query(_FQDN, dns.rdatatype.A)
-        resp = dns.query.udp(q, _DNS_HOST, port=int(_DNS_PORT), timeout=_TIMEOUT)
+        q = dns.message.make_query(CFG.fqdn, dns.rdatatype.A)
+        resp = dns.query.udp(q, CFG.dns_host, port=CFG.dns_port, timeout=CFG.timeout)
         for rrset in resp.answer:
             for rr in rrset:
                 if rr.rdtype == dns.rdatatype.A:
                     addr: str = rr.address
                     self.addr, self.expires = addr, now + rrset.ttl
                     return addr
-        raise dns.exception.DNSException(f"no A record for {_FQDN} (rcode {resp.rcode()})")  # type: ignore[no-untyped-call]
+        raise dns.exception.DNSException(f"no A record for {CFG.fqdn} (rcode {resp.rcode()})")  # type: ignore[no-untyped-call]
 
     @task
     def work(self) -> None:
@@ -134,10 +283,10 @@ class GamedayUser(HttpUser):
             RECORDS.add({"t": t, "s": 0, "l": time.monotonic() - t, "r": None, "a": None,
                          "e": f"dns: {type(exc).__name__}"})
             return
-        url = f"{_SCHEME}://{addr}:{_PORT}{_PATH}"
-        with self.client.get(url, name=_PATH, timeout=_TIMEOUT, catch_response=True, headers=_HEADERS) as resp:
+        url = f"{CFG.scheme}://{addr}:{CFG.port}{CFG.path}"
+        with self.client.get(url, name=CFG.path, timeout=CFG.timeout, catch_response=True, headers=CFG.headers) as resp:
             status = int(resp.status_code or 0)
-            served = resp.headers.get(_SERVED_BY, "") if status and _SERVED_BY else ""
+            served = resp.headers.get(CFG.served_by, "") if status and CFG.served_by else ""
             err = None if status else type(resp.error).__name__
             if status and status < 500:
                 resp.success()

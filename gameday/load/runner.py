@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -31,6 +32,8 @@ from gameday.timeline import RequestRec
 
 BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _SIGNALS = {int(s) for s in signal.Signals}
+WORKER_COMMAND = "python -m gameday.load.worker --master {host}:{port}"
+"""What a user runs on each load machine (README, "Load from more than one machine")."""
 
 
 class LoadRunner:
@@ -48,6 +51,9 @@ class LoadRunner:
         max_seconds: float = 900.0,
         timeout: float = 1.0,
         registry: ProcRegistry | None = None,
+        expect_workers: int = 0,
+        master_bind: tuple[str, int] = ("0.0.0.0", 5557),
+        workers_wait: float = 120.0,
     ) -> None:
         """
         Args:
@@ -62,6 +68,11 @@ class LoadRunner:
             timeout: per-request timeout, seconds.
             registry: where the locust processes are recorded (``gameday restore`` and
                 ``gameday down`` stop those whose runner died).
+            expect_workers: workers on other machines (``python -m gameday.load.worker``)
+                the master waits for, beyond the *workers* started here; their records
+                come through the master, on this machine's clock.
+            master_bind: where the master listens for them (host, port).
+            workers_wait: how long :meth:`start` waits for them to connect.
         """
         self.endpoints = endpoints
         self.users = users
@@ -74,6 +85,9 @@ class LoadRunner:
         self.timeout = timeout
         self.procs: list[subprocess.Popen[bytes]] = []
         self.registry = registry
+        self.expect_workers = expect_workers
+        self.master_bind = master_bind
+        self.workers_wait = workers_wait
         self._master_port: int | None = None
         self._offsets: dict[Path, int] = {}
         self.started_at: float | None = None
@@ -116,17 +130,27 @@ class LoadRunner:
         self.locustfile = self.locustfile.resolve()
         log = (self.workdir / "locust.log").open("ab")
         env = self._env()
-        if self.workers <= 0:
+        if self.workers <= 0 and self.expect_workers <= 0:
             argvs = [self._argv()]
         else:
-            port = self._master_port = free_port()
-            argvs = [self._argv("--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                                "--expect-workers", str(self.workers))]
+            if self.expect_workers > 0:
+                bind, port = self.master_bind
+                env["GAMEDAY_REMOTE_WORKERS"] = "1"
+                with contextlib.suppress(FileNotFoundError):
+                    (self.records_dir / "workers.json").unlink()  # a previous run's workers are not ours
+            else:
+                bind, port = "127.0.0.1", free_port()
+                self._master_port = port
+            argvs = [self._argv("--master", "--master-bind-host", bind, "--master-bind-port", str(port),
+                                "--expect-workers", str(self.workers + self.expect_workers),
+                                *(["--expect-workers-max-wait", str(max(1, math.ceil(self.workers_wait)))]
+                                  if self.expect_workers > 0 else []))]
             argvs += [[sys.executable, "-m", "locust", "-f", str(self.locustfile), "--worker",
                        "--master-host", "127.0.0.1", "--master-port", str(port)]] * self.workers
         try:
             for i, argv in enumerate(argvs):
-                role = "locust" if self.workers <= 0 else ("locust-master" if i == 0 else "locust-worker")
+                role = "locust" if len(argvs) == 1 and self.expect_workers <= 0 else (
+                    "locust-master" if i == 0 else "locust-worker")
                 with INTERRUPTS.shielded(f"starting {role}"):  # a started process is always recorded
                     # Own session: a Ctrl-C on the terminal reaches pytest, which stops us in order.
                     proc = spawn(argv, death_signal=signal.SIGKILL, stdout=log, stderr=log, env=env,
@@ -136,6 +160,8 @@ class LoadRunner:
                         self.registry.add(proc.pid, role, self.workdir)
         finally:
             log.close()
+        if self.expect_workers > 0:
+            self._wait_for_workers()
         self.started_at = time.monotonic()
         deadline = self.started_at + timeout
         while not self.poll():
@@ -145,6 +171,46 @@ class LoadRunner:
                 why = f"exited with code {dead[0].returncode}" if dead else f"recorded nothing in {timeout:g} s"
                 raise LoadError(f"locust {why}; see {self.workdir / 'locust.log'}")
             time.sleep(0.1)
+
+    def _wait_for_workers(self) -> None:
+        """Until the master has measured the clocks of :attr:`expect_workers` remote workers.
+
+        Raises:
+            LoadError: fewer connected within :attr:`workers_wait` (or the master exited);
+                every locust process is stopped and nothing was injected.
+        """
+        host, port = self.master_bind
+        # The master gives up by itself at workers_wait (--expect-workers-max-wait) and then tells
+        # the workers that did connect to quit; this deadline only catches a master that hangs.
+        deadline = time.monotonic() + self.workers_wait + 10.0
+        while (n := len(self.remote_workers())) < self.expect_workers:
+            master = self.procs[0]
+            if master.poll() is not None or time.monotonic() > deadline:
+                why = f"{n} of {self.expect_workers} load workers connected within {self.workers_wait:g} s"
+                if master.returncode not in (None, 1):  # 1: it gave up waiting, as told (and told the workers)
+                    why = f"the locust master exited with code {master.returncode}; {why}"
+                self.stop()
+                raise LoadError(
+                    f"{why} (--gameday-load-expect-workers {self.expect_workers}, master on {host}:{port}); "
+                    f"start each on its load machine with: {WORKER_COMMAND.format(host='HARNESS_HOST', port=port)} "
+                    f"- nothing was injected; see {self.workdir / 'locust.log'}")
+            time.sleep(0.1)
+
+    def remote_workers(self) -> dict[str, dict[str, object]]:
+        """The remote workers whose clocks the master measured: id -> host, pid, offset_s,
+        uncertainty_s, rtt_s (``workers.json``, written by the master)."""
+        try:
+            data = json.loads((self.records_dir / "workers.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        workers = data.get("workers") if isinstance(data, dict) else None
+        return workers if isinstance(workers, dict) else {}
+
+    @property
+    def clock_uncertainty(self) -> float:
+        """How far a remote worker's records may be off the harness's clock, seconds (half the
+        shortest round trip of its clock measurement; the largest over the workers; 0 without)."""
+        return max((float(str(w.get("uncertainty_s") or 0.0)) for w in self.remote_workers().values()), default=0.0)
 
     def poll(self) -> list[RequestRec]:
         """Read requests recorded since the last call (also kept in :attr:`records`)."""
@@ -176,7 +242,8 @@ class LoadRunner:
         """Every locust process, alive or exited (with its exit code); empty once stopped."""
         out = []
         for i, p in enumerate(list(self.procs)):
-            name = "locust" if self.workers <= 0 else ("locust-master" if i == 0 else f"locust-worker-{i}")
+            name = "locust" if len(self.procs) == 1 and self.expect_workers <= 0 else (
+                "locust-master" if i == 0 else f"locust-worker-{i}")
             rc = p.poll()
             detail = "" if rc is None else (
                 f"exited with code {rc}" + (f" ({signal.Signals(-rc).name})" if rc < 0 and -rc in _SIGNALS else "")

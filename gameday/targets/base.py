@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -240,6 +241,16 @@ class HasFaults(Protocol):
         """Fault name -> its facts, for the faults this target adds (or redefines)."""
 
 
+@runtime_checkable
+class HasManifests(Protocol):
+    """A target whose federation is deployed from Kubernetes manifests the harness can read (R11)."""
+
+    def manifests_dir(self) -> Path | None:
+        """The directory of the YAML manifests the federation is deployed from (every
+        ``*.yaml`` under it), or None where the target knows of none. Local, kind and kube:
+        the reference app's shipped manifests; external: the profile's ``manifests``."""
+
+
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
@@ -247,5 +258,6 @@ CAPABILITIES: dict[type, str] = {
     Liveness: "tell which components run",
     FaultPlanner: "plan a fault without injecting it",
     HasFaults: "bring faults of its own",
+    HasManifests: "name the Kubernetes manifests it deploys",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""

@@ -28,7 +28,7 @@ import dns.query
 import dns.rcode
 import dns.rdatatype
 
-from gameday.errors import ConfigError, FaultError, TargetError, TargetUnreachable
+from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError, TargetUnreachable
 from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.observers.sources import (
@@ -188,6 +188,11 @@ class ExternalTarget:
         """Nothing to tear down: the harness did not create the federation."""
 
     # -- description -----------------------------------------------------------------------------------
+    def manifests_dir(self) -> Path | None:
+        """The profile's ``manifests`` directory (relative to the profile's file), if it names one."""
+        m = self.profile.manifests
+        return None if m is None else (self.loaded.base_dir / m).resolve()
+
     def regions(self) -> list[RegionInfo]:
         return [RegionInfo(r.name, r.weight, r.capacity_rps, r.gateway) for r in self.profile.regions]
 
@@ -313,7 +318,7 @@ class ExternalTarget:
         if spec is None:
             where = f"regions[{region}].faults" if region is not None else "faults"
             have = sorted(p.fault_names(region))
-            raise ConfigError(f"{self.loaded.path}: {where} has no fault {shown(kind)} (it has: "
+            raise FaultUnavailable(f"{self.loaded.path}: {where} has no fault {shown(kind)} (it has: "
                               f"{', '.join(have) or 'none'}); add its inject and revert commands to the profile; "
                               "nothing was injected")
         cwd = self.loaded.base_dir

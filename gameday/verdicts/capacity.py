@@ -32,10 +32,17 @@ def static_headroom(capacity: Mapping[str, float], offered: float, margin: float
 
 
 def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors: tuple[str, ...], *,
-                     start: float, end: float, utilisation_limit: float, overload_ratio: float) -> Check:
+                     start: float, end: float, utilisation_limit: float, overload_ratio: float,
+                     unobservable: tuple[str, ...] = ()) -> Check:
     """During the drill: no surviving region above the utilisation limit, and overload
-    responses (503/429) within the SLO ratio."""
+    responses (503/429) within the SLO ratio.
+
+    *unobservable*: survivors the target has no utilisation source for. Their utilisation is
+    not applicable (said in the detail), not a failure and not a pass; the overload ratio,
+    measured by the clients, still counts for them."""
     problems = []
+    na = [r for r in survivors if r in unobservable]
+    survivors = tuple(r for r in survivors if r not in unobservable)
     for region in survivors:
         obs = [u for u in util if u.region == region and start <= u.t <= end]
         if not obs:
@@ -53,9 +60,12 @@ def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors:
                         f"(503/429), SLO {overload_ratio:.2%}")
     peaks = {r: max((u.utilisation for u in util if u.region == r and start <= u.t <= end), default=0.0)
              for r in survivors}
-    detail = "; ".join(problems) if problems else (
-        "peak utilisation " + ", ".join(f"{r} {p:.0%}" for r, p in peaks.items())
-        + f"; overload {ratio:.2%}")
+    unseen = f"utilisation n/a for {', '.join(na)}: no utilisation source" if na else ""
+    if problems:
+        detail = "; ".join([*problems, unseen] if unseen else problems)
+    else:
+        shown = ("peak utilisation " + ", ".join(f"{r} {p:.0%}" for r, p in peaks.items())) if peaks else ""
+        detail = "; ".join(p for p in (shown, unseen, f"overload {ratio:.2%}") if p)
     return Check("dynamic_headroom", not problems, detail)
 
 

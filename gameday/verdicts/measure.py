@@ -181,10 +181,15 @@ def error_ratio(reqs: list[RequestRec]) -> float:
 
 
 def client_recovery(
-    requests: list[RequestRec], t_fault: float, until: float, *, window: float, slo: float, step: float = 0.1
+    requests: list[RequestRec], t_fault: float, until: float, *, window: float, slo: float, step: float = 0.1,
+    clock_uncertainty: float = 0.0,
 ) -> Figure:
     """Start of the first *window*-second window after *t_fault* whose client error ratio
-    is within *slo*, minus *t_fault*. Requests are sorted by send time."""
+    is within *slo*, minus *t_fault*. Requests are sorted by send time.
+
+    *clock_uncertainty*: how far request send times may be off the harness's clock (records
+    of load workers on other machines, put on it by an offset measured at connect time);
+    added to the figure's resolution."""
     reqs = [r for r in requests if t_fault <= r.t <= until]
     if not reqs:
         return Figure("client_recovery", None, 0.0, "no client requests recorded after the fault")
@@ -204,9 +209,11 @@ def client_recovery(
             ratio = errors / n
             worst = max(worst, ratio)
             if ratio <= slo:
-                return Figure("client_recovery", s - t_fault, step,
+                clocks = (f"; resolution includes ±{clock_uncertainty:.2g} s of remote load workers' clock "
+                          "offsets" if clock_uncertainty > 0 else "")
+                return Figure("client_recovery", s - t_fault, step + clock_uncertainty,
                               f"{n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], "
-                              f"error ratio {ratio:.3%} <= {slo:.2%}")
+                              f"error ratio {ratio:.3%} <= {slo:.2%}{clocks}")
         s += step
     return Figure("client_recovery", None, 0.0,
                   f"no {window:g} s window after the fault had an error ratio <= {slo:.2%} "

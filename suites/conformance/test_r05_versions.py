@@ -36,7 +36,7 @@ def test_r5_versions_monotonic_across_a_change_and_a_restart(drill, view, timing
     assert v_end >= peak, (f"expected the control plane to continue from v{peak} (reached before its restart); "
                            f"after it every entry node converged on v{v_end}")
     for node, url in view.entry_urls().items():
-        status = view.get_json(view.ep.entry_nodes[node])
+        status = view.get_json(view.entry_node(node))
         reply = view.request(url)
         assert (reply.status, reply.route_version, status.get("version")) == (200, v_end, v_end), (
             f"expected {node} to route by the version it reports (v{status.get('version')}) and the control "

@@ -36,7 +36,7 @@ def test_r6_stale_alarm_fires_when_cut_off_and_clears_after(drill, view, federat
     logs = require(federation, HasAlarmLines, "R6 reads the proxy's stale-snapshot log lines")
     region = drill.pick_region()
     node = f"proxy-{region}"
-    status_url = view.ep.entry_nodes[node]
+    status_url = view.entry_node(node)
     other = drill.pick_region()
     with drill.fault("proxy_cut_off", region) as cut:
         t_cut = cut.window.t_fault

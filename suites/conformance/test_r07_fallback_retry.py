@@ -20,7 +20,7 @@ def test_r7_local_fallback_within_500ms(drill, view, topology, timing, converge_
     region = drill.pick_region()
     fallback = topology.region(region).fallback
     gw = f"gateway-{region}"
-    status_url = view.ep.entry_nodes[gw]
+    status_url = view.entry_node(gw)
     url = view.gateway_work_url(region)
     with drill.fault("instances_unready", region) as fault:
         # The gateway's own probes notice (fall probes); nothing waits for the control plane.
@@ -48,7 +48,7 @@ def test_r7_local_fallback_within_500ms(drill, view, topology, timing, converge_
 def test_r7_cross_region_retry_within_500ms(drill, view, timing, settled):
     region = drill.pick_region()
     gw = f"gateway-{region}"
-    status_url = view.ep.entry_nodes[gw]
+    status_url = view.entry_node(gw)
     url = view.gateway_work_url(region)
     retries_before = view.get_json(status_url).get("retries_total", 0)
     # The gateway still believes its instances ready until fall probes time out: every

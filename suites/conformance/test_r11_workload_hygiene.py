@@ -8,7 +8,10 @@ else the newest schema shipped. Then the workloads are checked: separate ``/live
 PodDisruptionBudget and topology spread for every Deployment and StatefulSet, and one
 pinned version of each image in every region (see :mod:`gameday.conformance.manifests`).
 
-No manifests is a failure, not a skip: the rule cannot hold for manifests that do not exist.
+The manifests are the target's (:class:`gameday.targets.base.HasManifests`): the reference
+app's shipped ones on local, kind and kube; a profile's ``manifests`` directory on external.
+A target that names none skips, saying so; a named directory without manifests is a failure,
+not a skip: the rule cannot hold for manifests that do not exist.
 
 The running app is checked too: an app instance that is not ready still answers
 ``/livez`` (readiness failing must not get it restarted).
@@ -21,11 +24,11 @@ import re
 import pytest
 
 from gameday.conformance import manifests
+from gameday.conformance.capabilities import require
 from gameday.resources import clusters_dir
+from gameday.targets.base import HasManifests
 
 CLUSTERS = clusters_dir()
-REPO = CLUSTERS.parent  # names in messages are relative to it: clusters/manifests/...
-MANIFESTS = CLUSTERS / "manifests"
 KIND_CONFIGS = CLUSTERS / "kind"
 NODE_IMAGE = re.compile(r"kindest/node:v(\d+\.\d+)(?:\.\d+)?")
 
@@ -45,29 +48,40 @@ def _kubernetes_version():
     return f"{found[0]}.0" if found else kubernetes_validate.latest_version()
 
 
+def _manifests(federation):
+    """(the target's manifests directory, the directory names in messages are relative to)."""
+    where = require(federation, HasManifests, "R11 checks the manifests a federation is deployed from").manifests_dir()
+    if where is None:
+        pytest.skip(f"target {federation.name} names no Kubernetes manifests: R11's offline checks judge the "
+                    "manifests a federation is deployed from (a profile names them with `manifests: DIR`)")
+    return where, where.parent.parent if where.parent.name == "clusters" else where.parent
+
+
 @pytest.mark.conformance("R11", "manifests validate offline against the Kubernetes schemas (strict)")
-def test_r11_manifests_validate_strictly():
+def test_r11_manifests_validate_strictly(federation):
     _kubernetes_validate()
-    docs = manifests.load(MANIFESTS)
+    where, base = _manifests(federation)
+    docs = manifests.load(where)
     version = _kubernetes_version()
-    problems, _skipped = manifests.schema_problems(docs, version, REPO)
-    assert not problems, (f"expected every object under {MANIFESTS.relative_to(REPO)} to validate strictly "
+    problems, _skipped = manifests.schema_problems(docs, version, base)
+    assert not problems, (f"expected every object under {where.relative_to(base)} to validate strictly "
                           f"against Kubernetes {version}; {len(problems)} of {len(docs)} did not:\n"
                           + "\n".join(problems[:20]))
 
 
 @pytest.mark.conformance("R11", "probes, failureThreshold 3, PDB, topology spread, requests, one image version")
-def test_r11_workload_hygiene():
-    docs = manifests.load(MANIFESTS)
-    problems = manifests.hygiene_problems(docs, REPO)
-    assert not problems, (f"expected the workloads under {MANIFESTS.relative_to(REPO)} to follow R11; "
+def test_r11_workload_hygiene(federation):
+    where, base = _manifests(federation)
+    docs = manifests.load(where)
+    problems = manifests.hygiene_problems(docs, base)
+    assert not problems, (f"expected the workloads under {where.relative_to(base)} to follow R11; "
                           f"{len(problems)} problem(s):\n" + "\n".join(problems[:30]))
 
 
 @pytest.mark.conformance("R11", "a running app instance that is not ready is still live (/livez apart from /readyz)")
 def test_r11_unready_instance_stays_live(drill, view, settled):
     region = drill.pick_region()
-    urls = view.ep.utilisation[region]
+    urls = view.instances(region)
     with drill.fault("instances_unready", region):
         ready = {u: view.request(view.ep.sibling(u, "/readyz")).status for u in urls}
         live = {u: view.request(view.ep.sibling(u, "/livez")).status for u in urls}

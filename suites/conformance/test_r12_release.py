@@ -39,10 +39,10 @@ def test_r12_rolling_release_region_by_region(federation, view, converge_s, sett
     counts = {}
 
     def requests_total(region):
-        return {u: view.get_json(u).get("requests_total") for u in view.ep.utilisation[region]}
+        return {u: view.get_json(u).get("requests_total") for u in view.instances(region)}
 
     for region in plan:  # every instance serves a few requests so a restart shows as a reset counter
-        for u in view.ep.utilisation[region]:
+        for u in view.instances(region):
             for _ in range(PROBE_REQUESTS):
                 view.request(view.ep.sibling(u, "/work"))
         counts[region] = requests_total(region)

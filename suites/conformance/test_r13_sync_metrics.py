@@ -16,7 +16,7 @@ P99_LIMIT = 1.0
 
 @pytest.mark.conformance("R13", "sync metrics (P99 processing latency, backlog) are exposed and sane")
 def test_r13_sync_metrics_exposed_and_sane(drill, view, converge_s, settled):
-    cp = view.ep.control_plane
+    cp = view.cp_url()
     m0 = view.metrics(cp)
     exposed = m0.types.get(LATENCY) == "histogram" and bool(m0.histogram(LATENCY))
     assert exposed, (

@@ -21,9 +21,11 @@ import yaml
 from gameday.targets.local.federation import LocalFederation
 from gameday.topology import load_topology
 
-_POST = ("import json, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], "
-         "data=sys.argv[2].encode(), headers={'Content-Type': 'application/json'}), timeout=5).read()")
-"""A curl-less POST of a JSON body (``python -c _POST URL BODY``): the reference app's admin hook."""
+_POST = ("import pathlib, sys, urllib.request; token = pathlib.Path(sys.argv[3]).read_text().strip(); "
+         "urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), headers={"
+         "'Content-Type': 'application/json', 'Authorization': 'Bearer ' + token}), timeout=5).read()")
+"""A curl-less POST of a JSON body (``python -c _POST URL BODY TOKEN_FILE``): the reference app's
+admin hook, signed with the run's token read from its file (the command line names the file only)."""
 
 
 def gateway_down(fed: LocalFederation, region: str, how: str) -> dict[str, Any]:
@@ -35,9 +37,9 @@ def gateway_down(fed: LocalFederation, region: str, how: str) -> dict[str, Any]:
         pid = str(fed.components[f"gateway-{region}"].pid)
         return {"inject": {"argv": ["kill", "-STOP", pid], "timeout": 5},
                 "revert": {"argv": ["kill", "-CONT", pid], "timeout": 5}}
-    url = fed.spec.region(region).gateway.url + "/admin/fault"
-    return {"inject": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "fail"}'], "timeout": 10},
-            "revert": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "ok"}'], "timeout": 10}}
+    url, token_file = fed.spec.region(region).gateway.url + "/admin/fault", str(fed.admin_token_file)
+    return {"inject": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "fail"}', token_file], "timeout": 10},
+            "revert": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "ok"}', token_file], "timeout": 10}}
 
 
 def reference_profile(fed: LocalFederation, *, faults: dict[str, dict[str, Any]] | None = None,

@@ -122,7 +122,7 @@ def test_a_fault_the_profile_lacks_is_refused_before_the_ledger_records_it(
     result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
                                                f"--gameday-reports={tmp_path / 'reports'}")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ConfigError: *profile.yaml: regions[[]b[]].faults has no fault 'gateway_hung' "
+    result.stdout.fnmatch_lines(["*FaultUnavailable: *profile.yaml: regions[[]b[]].faults has no fault 'gateway_hung' "
                                  "(it has: gateway_down); add its inject and revert commands to the profile; "
                                  "nothing was injected"])
     ledger = tmp_path / "reports" / ".gameday" / "ledger.json"

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from gameday.faults.ledger import Ledger, known_ledgers
@@ -191,6 +192,39 @@ def test_down_refuses_a_federation_holding_a_fault_then_restore_reverts_it(
     fed = LocalFederation.attach(fed_target.fed.workdir)
     assert fed.is_running("gateway-b")
     fed.wait_ready(20)
+
+
+@pytest.mark.slow
+def test_restore_signs_its_reverts_with_the_token_from_the_state_dir(fed_target: LocalTarget, reports: Path) -> None:
+    """A fault reverted through an admin call (``gateway_unready``): ``gameday restore``, another
+    process, finds the token through ``state.json``'s path. With a wrong token in that file the
+    revert is refused (the entry stays, the message names neither token); with the right one it works."""
+    fed = fed_target.fed
+    ledger = Ledger(reports / ".gameday" / "ledger.json")
+    entry_id = _record(ledger, "gateway_unready", "b", "local", fed_target.ref())
+    fed_target.inject("gateway_unready", "b", {})
+    gateway_b = fed.listen_endpoint("gateway-b").url + "/readyz"
+    assert httpx.get(gateway_b, timeout=2).status_code == 503
+    fed.owner_pid = _dead_pid()  # as if its runner had been killed
+    fed._save_state()
+    token = fed.admin_token_file.read_text()
+    wrong = "x" * len(token)
+
+    fed.admin_token_file.write_text(wrong)
+    r = _gameday("restore", "--reports", str(reports), "--keep", cwd=reports.parent)
+    assert r.returncode == 1 and f"FAIL  gateway_unready b [{entry_id}]" in r.stdout and "401" in r.stdout, r.stdout
+    assert token not in r.stdout + r.stderr and wrong not in r.stdout + r.stderr
+    assert [e.id for e in ledger.pending()] == [entry_id]
+    assert httpx.get(gateway_b, timeout=2).status_code == 503
+
+    fed.admin_token_file.write_text(token)
+    r = _gameday("restore", "--reports", str(reports), "--keep", cwd=reports.parent)
+    assert r.returncode == 0, r.stdout
+    assert f"OK    gateway_unready b [{entry_id}]: reverted" in r.stdout
+    assert httpx.get(gateway_b, timeout=2).status_code == 200
+    assert ledger.pending() == []
+    for path in (ledger.path, fed.workdir / "state.json", *fed.logdir.glob("*.log")):
+        assert token not in path.read_text(encoding="utf-8", errors="replace"), path
 
 
 @pytest.mark.slow

@@ -177,7 +177,7 @@ def test_fall_after_three_failures_rise_after_two_successes(
 
 
 def test_state_reply_slow_edits_heartbeats_and_hung_targets(
-    nats_server: FederationSpec, component: Starter
+    nats_server: FederationSpec, component: Starter, admin_headers: dict[str, str]
 ) -> None:
     spec = nats_server
     region = spec.region("a")
@@ -191,7 +191,7 @@ def test_state_reply_slow_edits_heartbeats_and_hung_targets(
             beats.append(json.loads(msg.data))
 
         await nc.subscribe(heartbeat_subject(spec.run_id, "a"), cb=on_beat)
-        async with Targets(spec, "a") as targets, httpx.AsyncClient(timeout=2) as http:
+        async with Targets(spec, "a") as targets, httpx.AsyncClient(timeout=2, headers=admin_headers) as http:
             targets.down.add("gateway")
             targets.hang.add("a-2")  # answers after 1 s: longer than probe_timeout
             proc = component("agent", region="a")
@@ -293,13 +293,14 @@ async def _pending_zero(http: httpx.AsyncClient, url: str) -> bool:
     return bool((await http.get(f"{url}/status")).json()["pending_events"] == 0)
 
 
-def test_agent_and_control_plane_end_to_end(nats_server: FederationSpec, component: Starter) -> None:
+def test_agent_and_control_plane_end_to_end(nats_server: FederationSpec, component: Starter,
+                                             admin_headers: dict[str, str]) -> None:
     """Agent -> JetStream -> control plane: health, liveness, and slow state only on a full pass."""
     spec = nats_server
     region = spec.region("a")
 
     async def body() -> None:
-        async with Targets(spec, "a") as targets, httpx.AsyncClient(timeout=5) as http:
+        async with Targets(spec, "a") as targets, httpx.AsyncClient(timeout=5, headers=admin_headers) as http:
             cp_url = spec.control_plane.url
             component("controlplane")
 

@@ -279,7 +279,8 @@ def test_version_regresses_after_restart_when_ephemeral(
 
 
 @pytest.mark.parametrize("spec", [{"control_plane": {"broadcast_delay": 0.6}}], indirect=True)
-def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, component: Starter) -> None:
+def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, component: Starter,
+                                                  admin_headers: dict[str, str]) -> None:
     spec = nats_server
 
     async def body() -> None:
@@ -310,13 +311,14 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
             m1 = await announced_after(1, 0.6)
             assert 0.6 - 0.05 <= m1 <= 0.6 + 0.75, m1
 
-            r = await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2})
+            r = await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2}, headers=admin_headers)
             assert r.status_code == 200
             assert r.json()["broadcast_delay"] == 1.2
             m2 = await announced_after(2, 1.2)
             assert 1.2 - 0.05 <= m2 <= 1.2 + 0.75, m2
             assert (await cp.status())["announced_version"] == 2
-            assert (await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1})).status_code == 400
+            assert (await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1},
+                                        headers=admin_headers)).status_code == 400
 
     run(body)
 
@@ -370,7 +372,7 @@ async def _entry(cp: CP, key: str, value: dict[str, Any]) -> bool:
 
 
 def test_reconcile_picks_up_slow_state_and_primary_wins(
-    nats_server: FederationSpec, component: Starter
+    nats_server: FederationSpec, component: Starter, admin_headers: dict[str, str]
 ) -> None:
     spec = nats_server
     assert spec.topology.primary_region == "a"
@@ -420,7 +422,7 @@ def test_reconcile_picks_up_slow_state_and_primary_wins(
             assert snap2["entries"][A1] == {"healthy": False, "weight": 1}
             assert snap2["entries"][slow_key("b")]["labels"]["tier"] == "silver"
 
-            resp = await http.post(f"{cp.url}/admin/reconcile")
+            resp = await http.post(f"{cp.url}/admin/reconcile", headers=admin_headers)
             assert resp.status_code == 200
             res = resp.json()
             assert res["replied"] == ["a", "b"]

@@ -139,8 +139,9 @@ def fed(
 
 
 @pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=2.0) as c:
+def http(admin_headers: dict[str, str]) -> Iterator[httpx.Client]:
+    """A client that signs its calls with the run's admin token (harmless off the admin paths)."""
+    with httpx.Client(timeout=2.0, headers=admin_headers) as c:
         yield c
 
 

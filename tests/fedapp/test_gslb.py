@@ -143,8 +143,10 @@ class FakeGateways:
 class Gslb_:
     """Handle on the running GSLB process."""
 
-    def __init__(self, spec: FederationSpec, proc: subprocess.Popen[bytes], log: Path) -> None:
+    def __init__(self, spec: FederationSpec, proc: subprocess.Popen[bytes], log: Path,
+                 admin_headers: dict[str, str]) -> None:
         self.spec, self.proc, self.log = spec, proc, log
+        self.admin_headers = admin_headers
         self.host, self.port = spec.gslb_dns.host, spec.gslb_dns.port
         self.by_addr = {r.gateway.host: r.name for r in spec.regions}
 
@@ -158,7 +160,7 @@ class Gslb_:
 
     def post_fault(self, body: Any) -> tuple[int, str]:
         req = urllib.request.Request(self.spec.gslb_http.url + "/admin/fault", data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
+                                     method="POST", headers={"Content-Type": "application/json", **self.admin_headers})
         try:
             with urllib.request.urlopen(req, timeout=2) as resp:
                 return resp.status, resp.read().decode()
@@ -225,10 +227,11 @@ def gateways(spec: FederationSpec, bg: Background) -> Iterator[FakeGateways]:
 
 
 def start_gslb(
-    spec: FederationSpec, component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+    spec: FederationSpec, component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path,
+    admin_headers: dict[str, str],
 ) -> Gslb_:
     proc = component("gslb")
-    g = Gslb_(spec, proc, tmp_path / "gslb-global.log")
+    g = Gslb_(spec, proc, tmp_path / "gslb-global.log", admin_headers)
     deadline = time.monotonic() + 10
     while True:
         assert proc.poll() is None, f"gslb exited: {g.log.read_text()[-2000:]}"
@@ -244,8 +247,8 @@ def start_gslb(
 
 @pytest.fixture
 def gslb(nats_server: FederationSpec, gateways: FakeGateways,
-         component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path) -> Gslb_:
-    return start_gslb(nats_server, component, tmp_path)
+         component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path, admin_headers: dict[str, str]) -> Gslb_:
+    return start_gslb(nats_server, component, tmp_path, admin_headers)
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -687,7 +690,7 @@ class FakeControlPlane:
 
 def test_control_plane_view_is_combined_with_probes_and_kept_when_cp_is_gone(
     nats_server: FederationSpec, gateways: FakeGateways, bg: Background,
-    component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path,
+    component: Callable[..., subprocess.Popen[bytes]], tmp_path: Path, admin_headers: dict[str, str],
 ) -> None:
     """A region the control plane marks not routable is not answered though its probes pass;
     the SOA serial is the control-plane version; with the control plane gone the last view stays (R1)."""
@@ -703,7 +706,7 @@ def test_control_plane_view_is_combined_with_probes_and_kept_when_cp_is_gone(
     cp = FakeControlPlane(spec, bg, 7, entries)
     cp.start()
     try:
-        g = start_gslb(spec, component, tmp_path)
+        g = start_gslb(spec, component, tmp_path, admin_headers)
         st_ = g.wait_status(lambda s: s["version"] == 7, 5, "control plane version 7")
         assert st_["regions"]["c"]["probe_healthy"] is True
         assert st_["regions"]["c"]["cp_routable"] is False

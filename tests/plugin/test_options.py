@@ -243,3 +243,29 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
     os.chdir(sub)
     result = pytester.runpytest_subprocess("-c", str(pytester.path / "tox.ini"), "--collect-only")
     result.stdout.fnmatch_lines([f"gameday: target=local topology={topo} *"])
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ("users=0", "@pytest.mark.gameday(users=0): expected an integer >= 1 and <= 10000"),
+    ("users=2.5", "@pytest.mark.gameday(users=2.5): expected an integer >= 1 and <= 10000"),
+    ("users=True", "@pytest.mark.gameday(users=True): expected an integer >= 1 and <= 10000"),
+    ("rate=-5", "@pytest.mark.gameday(rate=-5): expected a finite number > 0 and <= 100000"),
+    ("rate=float('nan')", "@pytest.mark.gameday(rate=nan): expected a finite number > 0 and <= 100000"),
+    ("rate='60'", "@pytest.mark.gameday(rate='60'): expected a finite number > 0 and <= 100000"),
+    ("rps=60", "@pytest.mark.gameday: unknown argument(s) ['rps'] (valid: rate, users)"),
+])
+def test_a_bad_gameday_marker_is_a_usage_error_before_anything_starts(
+        pytester: pytest.Pytester, marker: str, message: str) -> None:
+    """The marker's load overrides obey the same bounds as ``--gameday-rate``/``--gameday-users``,
+    and are checked at collection: no federation is started for a run that cannot go ahead."""
+    pytester.makepyfile(f"""
+        import pytest
+
+        @pytest.mark.gameday({marker})
+        def test_drill(drill, load):
+            raise AssertionError("never reached")
+    """)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    assert message in result.stderr.str(), result.stderr.str()
+    assert not list(pytester.path.glob("reports/runs/*/federation*")), "a federation was started"

@@ -104,8 +104,10 @@ class Drill:
         return pid
 
     def send(self, how: str) -> None:
-        """*how*: ``int-group`` (Ctrl-C), ``term-group``, ``term-wrapper``, ``kill-wrapper``."""
-        sig = {"int": signal.SIGINT, "term": signal.SIGTERM, "kill": signal.SIGKILL}[how.split("-", maxsplit=1)[0]]
+        """*how*: ``int-group`` (Ctrl-C), ``term-group``, ``hup-group`` (the terminal closed),
+        ``term-wrapper``, ``kill-wrapper``."""
+        sig = {"int": signal.SIGINT, "term": signal.SIGTERM, "hup": signal.SIGHUP,
+               "kill": signal.SIGKILL}[how.split("-", maxsplit=1)[0]]
         if how.endswith("-group"):
             os.killpg(self.proc.pid, sig)
         else:
@@ -354,7 +356,7 @@ def test_ctrl_c_in_the_baseline_injects_nothing(hang: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["int-group", "term-group", "term-wrapper", "kill-wrapper"])
+@pytest.mark.parametrize("how", ["int-group", "term-group", "hup-group", "term-wrapper", "kill-wrapper"])
 def test_a_signal_while_the_fault_is_in_effect_reverts_and_stops_everything(hang: Path, how: str) -> None:
     d = Drill(hang)
     d.wait_for("injected")

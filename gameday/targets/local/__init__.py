@@ -17,6 +17,7 @@ from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
+from gameday.resources import clusters_dir
 from gameday.settings import Settings
 from gameday.targets.base import ComponentState, Endpoints, RegionInfo
 from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
@@ -68,6 +69,10 @@ class LocalTarget:
         return {"workdir": str(self.fed.workdir)}
 
     # -- description -----------------------------------------------------------------------
+    def manifests_dir(self) -> Path:
+        """The reference app's shipped manifests (the ones kind and kube deploy; R11)."""
+        return clusters_dir() / "manifests"
+
     def regions(self) -> list[RegionInfo]:
         return [
             RegionInfo(r.name, r.weight, r.capacity, self.fed.spec.region(r.name).gateway.host)

@@ -13,6 +13,11 @@ processes die with the process that started the federation, even under ``kill -9
 (with its start time), so :meth:`LocalFederation.attach` finds whatever is left where the
 OS cannot tie a child to its parent.
 
+Admin calls carry the run's token (:mod:`gameday.targets.admin_token`): :meth:`start` writes a
+fresh one to ``admin-token`` in the work directory (mode 0600) and gives the components its
+path in ``$GAMEDAY_ADMIN_TOKEN_FILE``; ``state.json`` records the path, so ``gameday restore``
+in another process signs its reverts too; :meth:`stop` removes the file.
+
 Fault hooks come in exact pairs (:meth:`stop_component`/:meth:`start_component`,
 :meth:`pause`/:meth:`resume`, :meth:`set_broadcast_delay` with the previous value,
 :meth:`set_readyz_fault` with ``{"readyz": "ok"}``); the faults package builds on them.
@@ -40,6 +45,7 @@ from gameday.fedapp.spec import Endpoint, FederationSpec
 from gameday.interrupts import INTERRUPTS
 from gameday.procs import pid_alive, spawn, starttime
 from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
+from gameday.targets.admin_token import ADMIN_TOKEN_ENV, AdminAuth, issue_admin_token
 from gameday.targets.local.launcher import LauncherClient
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation, release_ports
@@ -48,6 +54,7 @@ from gameday.topology import Topology
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.json"
+ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105  (the file's name; the token is generated per run)
 
 
 @dataclass
@@ -85,6 +92,10 @@ def _restore_state(fed: LocalFederation, state: dict[str, Any]) -> None:
     fed.launcher_starttime = _optional_int(state.get("launcher_starttime"), "launcher_starttime")
     fed.owner_pid = _state_field(state, "owner_pid", int)
     fed.owner_starttime = _optional_int(state.get("owner_starttime"), "owner_starttime")
+    token_file = state.get("admin_token_file", str(fed.admin_token_file))  # absent in older states
+    if not isinstance(token_file, str):
+        raise TypeError(f"admin_token_file: expected a path, got {type(token_file).__name__}")
+    fed.admin_token_file = Path(token_file)
     for name, c in _state_field(state, "components", dict).items():
         if name not in fed.components:
             raise ValueError(f"components: {name!r} is not a component of this federation"[:120])
@@ -119,6 +130,8 @@ class LocalFederation:
         self.owner_starttime = starttime(self.owner_pid)
         # Unix socket paths are limited to 108 bytes; work dirs (pytest tmp dirs) can be longer.
         self.launcher_sock = Path(tempfile.gettempdir()) / f"gameday-{spec.run_id}.sock"
+        self.admin_token_file = self.workdir / ADMIN_TOKEN_FILE
+        """The run's admin token (written by :meth:`start`); only its path is ever recorded."""
         self._http = httpx.Client(timeout=1.0, trust_env=False)
         self._build_inventory()
 
@@ -172,6 +185,7 @@ class LocalFederation:
             "launcher_starttime": self.launcher_starttime,
             "owner_pid": self.owner_pid,
             "owner_starttime": self.owner_starttime,
+            "admin_token_file": str(self.admin_token_file),
             "components": {n: asdict(c) for n, c in self.components.items()},
         }
         write_json_atomic(self.workdir / STATE_FILE, state)
@@ -196,6 +210,7 @@ class LocalFederation:
         """
         self.logdir.mkdir(parents=True, exist_ok=True)
         self.spec.dump(self.spec_path)
+        issue_admin_token(self.admin_token_file)
         try:
             self._start_launcher()
             self.start_component("nats")
@@ -218,6 +233,10 @@ class LocalFederation:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
+    def _component_env(self) -> dict[str, str]:
+        """The environment of component processes: the harness's, and where the admin token is."""
+        return {**os.environ, ADMIN_TOKEN_ENV: str(self.admin_token_file)}
+
     def _start_launcher(self) -> None:
         with (self.logdir / "launcher.log").open("ab") as out, INTERRUPTS.shielded("starting the launcher"):
             # SIGTERM, not SIGKILL: the launcher then stops the components it forked, which
@@ -225,7 +244,7 @@ class LocalFederation:
             proc = spawn(
                 [sys.executable, "-m", "gameday.targets.local.launcher", "--socket", str(self.launcher_sock)],
                 death_signal=self._death_signal(signal.SIGTERM),
-                stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
+                stdout=out, stderr=out, start_new_session=True, cwd=self.workdir, env=self._component_env(),
             )
             self.launcher_pid = proc.pid
             self.launcher_starttime = starttime(proc.pid)
@@ -263,7 +282,7 @@ class LocalFederation:
             argv += ["--instance", c.instance]
         with logfile.open("ab") as out:
             proc = spawn(argv, death_signal=self._death_signal(signal.SIGKILL), stdout=out, stderr=out,
-                         start_new_session=True, cwd=self.workdir)
+                         start_new_session=True, cwd=self.workdir, env=self._component_env())
         return proc.pid
 
     def start_component(self, name: str, wait: bool = True, timeout: float = 15.0) -> None:
@@ -358,6 +377,8 @@ class LocalFederation:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(self.launcher_pid, signal.SIGKILL)
             self.launcher_pid = None
+        # Every process that knew the token is gone: it is worth nothing now, and is not left behind.
+        self.admin_token_file.unlink(missing_ok=True)
         if self.workdir.exists():
             self._save_state()
         if self.owned:
@@ -398,16 +419,20 @@ class LocalFederation:
         return data
 
     def admin(self, name: str, body: dict[str, Any], path: str = "/admin/fault") -> dict[str, Any]:
-        """POST a fault-hook body to a component.
+        """POST a fault-hook body to a component, signed with the run's admin token.
 
         Raises:
-            FaultError: the component refused or could not be reached.
+            FaultError: the component refused or could not be reached, or the token file
+                cannot be read.
         """
         try:
-            r = self._http.post(self.listen_endpoint(name).url + path, json=body, timeout=2.0)
+            r = self._http.post(self.listen_endpoint(name).url + path, json=body, timeout=2.0,
+                                auth=AdminAuth(self.admin_token_file))
             r.raise_for_status()
         except httpx.HTTPError as exc:
             raise FaultError(f"{name}: POST {path} {body} failed: {exc}") from exc
+        except FaultError as exc:  # from AdminAuth: no token to sign with
+            raise FaultError(f"{name}: {exc}") from exc
         return dict(r.json()) if r.content else {}
 
     # -- readiness -----------------------------------------------------------------------
