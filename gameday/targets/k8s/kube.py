@@ -37,6 +37,7 @@ from gameday.fedapp.wire import broadcast_subject
 from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
+from gameday.targets.admin_token import new_admin_token
 from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -54,9 +55,6 @@ from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 log = logging.getLogger(__name__)
-
-ADMIN_TOKEN_BYTES = 32
-"""Random bytes of a deploy's admin token (256 bits, URL-safe text: fits a header and a Secret)."""
 
 LOG_POLL_INTERVAL = 2.0
 """Seconds between pod-log reads in :meth:`KubeTarget.alarm_lines` (the observer calls it at
@@ -188,7 +186,7 @@ class KubeTarget:
         """
         generation = "dry-run" if self.dry_run else secrets.token_hex(8)
         if not self.dry_run:
-            self.clusters.set_admin_token(secrets.token_urlsafe(ADMIN_TOKEN_BYTES))
+            self.clusters.set_admin_token(new_admin_token())
         self.run(plan.plan_deploy(self.topology, self.addressing, generation), TargetError)
 
     def down(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gameday import __version__
+from gameday.fedapp.common import ADMIN_TOKEN_ENV as _FEDAPP_ADMIN_TOKEN_ENV
 from gameday.topology import Topology
 
 Obj = dict[str, Any]
@@ -34,8 +35,9 @@ without data; the kube/kind executor adds the token when it applies it (so no pl
 record or reviewed copy ever holds a token)."""
 ADMIN_TOKEN_KEY = "token"  # noqa: S105  (the key's name, not a secret)
 ADMIN_DIR = "/var/run/gameday-admin"
-ADMIN_TOKEN_ENV = "GAMEDAY_ADMIN_TOKEN_FILE"  # noqa: S105  (names the file; the fedapp reads it)
-"""The components read their admin bearer token from the file this variable names."""
+ADMIN_TOKEN_ENV = _FEDAPP_ADMIN_TOKEN_ENV
+"""The components read their admin bearer token from the file this variable names (the
+fedapp's admin guard, :func:`gameday.fedapp.common.admin_token_from_env`)."""
 SPEC_CONFIGMAP = "federation-spec"
 SPEC_DIR = "/etc/gameday"
 SPEC_PATH = f"{SPEC_DIR}/spec.json"
