@@ -136,8 +136,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     s = config.stash[SETTINGS_KEY]
-    where = f"profile={s.profile}" if s.target == "external" else \
-        f"topology={s.topology or 'clusters/local.yaml (default)'}"
+    # A profile describes the federation wherever one is given (external, kube or kind with a
+    # profile); else the topology, the built-in one when none is given.
+    where = f"profile={s.profile}" if s.profile else f"topology={s.topology or 'clusters/local.yaml (default)'}"
     how = "given" if s.seed_was_given else "random; reproduce with"
     return [f"gameday: target={s.target} {where} seed={s.seed} ({how} --gameday-seed={s.seed}) "
             f"rounds={s.rounds}"]

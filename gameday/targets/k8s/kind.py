@@ -486,6 +486,10 @@ class KindTarget:
         (self.workdir / "kind.json").write_text(json.dumps({"created": self.created}), encoding="utf-8")
 
     # -- delegated to the kube target ---------------------------------------------------------------------
+    def manifests_dir(self) -> Path:
+        """The reviewed copies of the manifests this target deploys (``clusters/manifests``; R11)."""
+        return f.MANIFESTS_DIR
+
     def regions(self) -> list[RegionInfo]:
         return self.kube.regions()
 

@@ -39,6 +39,7 @@ from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
 from gameday.targets.admin_token import new_admin_token
 from gameday.targets.base import Endpoints, RegionInfo
+from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s import plan
@@ -203,6 +204,10 @@ class KubeTarget:
         return self._addressing
 
     # -- description ---------------------------------------------------------------------------------------
+    def manifests_dir(self) -> Path:
+        """The reviewed copies of the manifests this target deploys (``clusters/manifests``; R11)."""
+        return f.MANIFESTS_DIR
+
     def regions(self) -> list[RegionInfo]:
         return [
             RegionInfo(r.name, r.weight, r.capacity, self.addressing.host(r.name))

@@ -123,6 +123,10 @@ class ProfileKubeTarget:
         """Nothing to delete: gameday did not create it."""
 
     # -- reading: exactly as the external target --------------------------------------------------------
+    def manifests_dir(self) -> Path | None:
+        """The profile's ``manifests`` directory, as on the external target (R11)."""
+        return self.external.manifests_dir()
+
     def regions(self) -> list[RegionInfo]:
         return self.external.regions()
 
