@@ -44,6 +44,8 @@ from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
+from gameday.reports import steps as phase_steps
+from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import Settings
 from gameday.targets import registry
 from gameday.targets.base import (
@@ -93,6 +95,7 @@ class Drill:
         round_index: int = 0,
         dns_ttl: float = 5.0,
         on_result: Callable[[DrillResult], object] | None = None,
+        steps: Steps | None = None,
     ) -> None:
         self.target = target
         self.settings = settings
@@ -105,6 +108,8 @@ class Drill:
         self.round = round_index
         self.dns_ttl = dns_ttl
         self.on_result = on_result
+        self.steps: Steps = steps or NoSteps()
+        """Where the drill's phases and verdicts go as steps (the Allure report's)."""
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
         self.picks: list[str] = []
         self.results: list[DrillResult] = []
@@ -168,10 +173,11 @@ class Drill:
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
         """
         fk = self.faults.check(kind, region, params, self.region_names)
+        plan: tuple[str, str] | None = None
         if isinstance(self.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
             # before the ledger records an injection that would never happen.
-            self.target.plan_fault(kind, region, dict(params))
+            plan = self.target.plan_fault(kind, region, dict(params))
         parent = self._stack[-1] if self._stack else None
         already_lost = parent.result.lost if parent else ()
         lost = already_lost + ((region,) if fk.takes_region_out and region else ())
@@ -205,22 +211,34 @@ class Drill:
             self._phase = "baseline"
             self._baseline_start = time.monotonic()
             tl.mark(self._baseline_start, "baseline")
-            self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
-                               outermost=parent is None, label=label)
-            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
-                                       attach=registry.attach_path(self.target))
-            # Expected dead from before the call: the watcher must not name the fault's own work.
-            watcher.expect(entry.id, InEffect(label, None, live.stopped_by(kind, region) if live else frozenset()))
-            self._phase = "inject"
-            t_call = time.monotonic()
-            tl.mark(t_call, "inject_call", label)
-            try:
-                self.target.inject(kind, region, params)
-            finally:
-                t_fault = time.monotonic()
-                tl.mark(t_fault, "fault", label)
-                watcher.took_effect(entry.id, t_fault)
-                self.ledger.update_params(entry.id, params)
+            with self.steps.phase(f"steady state before {label}") as step:
+                self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
+                                   outermost=parent is None, label=label)
+                step.params = phase_steps.baseline_facts(
+                    tl.copy(), self._baseline_start, time.monotonic(),
+                    [r for r in self.region_names if r not in already_lost])
+                step.title = phase_steps.baseline_title(step.params)
+            with self.steps.phase(f"inject {label}") as step:
+                step.params = {"fault": kind, "region": region or "-", "parameters": repr(dict(params)),
+                               "action": plan[0] if plan else f"{self.target.name} target: {label}",
+                               "inverse": plan[1] if plan else "the target's revert of the same fault"}
+                step.title = f"inject {label}: {step.params['action']}"
+                entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
+                                           attach=registry.attach_path(self.target))
+                # Expected dead from before the call: the watcher must not name the fault's own work.
+                watcher.expect(entry.id, InEffect(label, None,
+                                                  live.stopped_by(kind, region) if live else frozenset()))
+                self._phase = "inject"
+                t_call = time.monotonic()
+                tl.mark(t_call, "inject_call", label)
+                try:
+                    self.target.inject(kind, region, params)
+                finally:
+                    t_fault = time.monotonic()
+                    tl.mark(t_fault, "fault", label)
+                    watcher.took_effect(entry.id, t_fault)
+                    self.ledger.update_params(entry.id, params)
+                    step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
@@ -230,6 +248,7 @@ class Drill:
                 cut_off=(region,) if fk.cuts_off_region and region else (),
                 control_plane_source=observer.sources.control_plane is not None,
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
+                on_verdict=self.steps.verdict,
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
@@ -237,25 +256,35 @@ class Drill:
             active = ActiveFault(window, result, observer, entry.id)
             self._stack.append(active)
             self._phase = "observe"
-            if self._casualty is not None:  # seen while injecting, before the watcher could revert this one
-                self._revert(active, self._casualty.message)
-                raise self._casualty_error()
-            try:
-                yield active
-            except Exception as exc:
-                # The block failed on what the casualty broke (an httpx error from a dead proxy,
-                # a verdict): the casualty is the cause the user must see first.
-                if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
-                    raise self._casualty_error() from exc
-                raise
+            with self.steps.phase(f"observe {label}") as step:
+                try:
+                    if self._casualty is not None:  # seen while injecting, before the watcher could revert it
+                        self._revert(active, self._casualty.message)
+                        raise self._casualty_error()
+                    try:
+                        yield active
+                    except Exception as exc:
+                        # The block failed on what the casualty broke (an httpx error from a dead proxy,
+                        # a verdict): the casualty is the cause the user must see first.
+                        if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
+                            raise self._casualty_error() from exc
+                        raise
+                finally:
+                    step.params = phase_steps.observe_facts(result)
+                    step.title = phase_steps.observe_title(step.params)
         finally:
             try:
                 if active is not None:
-                    self._revert(active, reason=self._casualty.message if self._casualty else None)
-                    if self._casualty is None:  # with a casualty there is no steady state to wait for
-                        self._phase = "restore"
-                        self._wait_restored(active, restore_timeout, already_lost)
-                        self._sleep_watching(observe_after)
+                    with self.steps.phase(f"restore {label}") as step:
+                        try:
+                            self._revert(active, reason=self._casualty.message if self._casualty else None)
+                            if self._casualty is None:  # with a casualty there is no steady state to wait for
+                                self._phase = "restore"
+                                self._wait_restored(active, restore_timeout, already_lost)
+                                self._sleep_watching(observe_after)
+                        finally:
+                            step.params = phase_steps.restore_facts(active.result)
+                            step.title = phase_steps.restore_title(step.params)
             finally:
                 if active is not None and active in self._stack:
                     self._stack.remove(active)

@@ -159,6 +159,22 @@ def pytest_runtest_makereport(
     return report
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gsession.label_items(config, items)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+    # Outermost: the terminal summary (inside the terminal reporter's sessionfinish) has
+    # found the regressions by now; the run's exit status is read after this hook.
+    result = yield
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and state.regressed and state.settings.fail_on_regression \
+            and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     gsession.terminal_summary(terminalreporter, config.stash[STATE_KEY])
 

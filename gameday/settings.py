@@ -78,6 +78,8 @@ class Settings:
     reports: Path = Path("reports")
     allow_context: tuple[str, ...] = ()
     dry_run: bool = False
+    fail_on_regression: bool = False
+    """Fail the run on a switchover regression against reports/history.jsonl (else only flag it)."""
     run_destructive: bool = True
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)
@@ -284,6 +286,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "comma-separated in ini)", Globs()),
     OptionSpec("dry-run", "print each drill's plan (checks, the fault and its exact inverse) and change nothing; "
                "the drill is reported as skipped", Flag(), flag=True),
+    OptionSpec("fail-on-regression", "fail the run when a drill's switchover is more than 50 % above the median "
+               "of its previous runs (reports/history.jsonl, at least 3)", Flag(), flag=True),
 )
 OPTION: dict[str, OptionSpec] = {o.name: o for o in OPTIONS}
 
@@ -361,6 +365,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         reports=values.get("reports", Path("reports")),
         allow_context=values.get("allow-context", ()),
         dry_run=values.get("dry-run", False),
+        fail_on_regression=values.get("fail-on-regression", False),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),
