@@ -159,7 +159,7 @@ def timeline_png(series: TimelineSeries) -> bytes:
                             step="mid", alpha=0.85)
     ax_served.set_ylabel("served req/s")
     ax_served.legend(loc="upper left", title="served by", fontsize=8, title_fontsize=8, ncols=len(series.regions))
-    ax_served.set_title(series.title, fontsize=11, loc="left")
+    fig.suptitle(series.title, fontsize=11, x=0.01, ha="left")
     err = [float("nan") if e is None else 100 * e for e in series.error_ratio]
     ax_err.fill_between(x, err, step="mid", color="#d62728", alpha=0.6)
     ax_err.set_ylabel("client\nerrors %")
@@ -195,12 +195,16 @@ def timeline_png(series: TimelineSeries) -> bytes:
     ax_lanes.set_xlabel(f"seconds relative to the fault (red: still routes to {series.failed_region or '-'}; "
                         "green: excludes it; blue: routes to it outside the fault; grey: no answer; "
                         "orange triangle: stale alarm)", fontsize=8)
-    ymax = ax_served.get_ylim()[1]
+    handles = []
     for name, t in series.markers.items():
         colour, style = MARKER_STYLE[name]
         for ax in axes:
-            ax.axvline(t, color=colour, linestyle=style, linewidth=1.2)
-        ax_served.text(t, ymax, f" {name} {t:+.1f}s", rotation=90, va="top", ha="right", fontsize=8, color=colour)
+            line = ax.axvline(t, color=colour, linestyle=style, linewidth=1.3)
+        handles.append(line)
+        line.set_label(f"{name} {t:+.2f} s")
+    # The markers' legend below the panels: instants close together (switchover and DNS
+    # convergence often are) stay readable, which labels on the lines would not.
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
     for ax in axes:
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
@@ -212,7 +216,7 @@ def rounds_png(title: str, switchovers: list[float], limit: float | None = None)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.2), layout="constrained")
     if switchovers:
-        ax.boxplot([switchovers], vert=False, widths=0.5, showmeans=True)
+        ax.boxplot([switchovers], orientation="horizontal", widths=0.5, showmeans=True)
         ax.plot(switchovers, [1.0] * len(switchovers), "o", color="#1f77b4", alpha=0.6)
         p50 = statistics.median(switchovers)
         ax.set_title(f"{title}: switchover over {len(switchovers)} rounds (median {p50:.2f} s, "
@@ -223,7 +227,7 @@ def rounds_png(title: str, switchovers: list[float], limit: float | None = None)
         ax.axvline(limit, color="#d62728", linestyle="--", label=f"limit {limit:g} s")
         ax.legend(fontsize=8)
     ax.set_yticks([])
-    ax.set_xlabel("switchover, seconds")
+    ax.set_xlabel("switchover, seconds (dots: rounds; box: quartiles; line: median; triangle: mean)")
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 
