@@ -245,7 +245,13 @@ def trend_png(rows: list[HistoryRow]) -> bytes:
     for ax, (attr, label) in zip(axes, (("switchover_s", "switchover s"), ("dns_converge_s", "DNS converge s"),
                                         ("client_recovery_s", "client recovery s")), strict=True):
         for (test, fault), rs in sorted(series.items()):
-            pts = sorted((index[r.run], getattr(r, attr), r.passed) for r in rs if getattr(r, attr) is not None)
+            per_run: dict[int, list[HistoryRow]] = defaultdict(list)
+            for r in rs:
+                if getattr(r, attr) is not None:
+                    per_run[index[r.run]].append(r)
+            # One point per run: the median of its rounds; failed when any round failed.
+            pts = [(i, statistics.median(getattr(r, attr) for r in group), all(r.passed for r in group))
+                   for i, group in sorted(per_run.items())]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=f"{test} ({fault})")
                 bad = [p for p in pts if not p[2]]

@@ -30,7 +30,8 @@ _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<userinfo
 _QUERY = re.compile(r"(?P<key>[?&;](?P<name>[A-Za-z0-9_.\-]+)=)(?P<value>[^&#\s;\"']*)")
 _AUTH_HEADER = re.compile(r"(?P<key>\b(?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest)\s+)?)"
                           r"(?P<value>[^\s\"',;]+)", re.IGNORECASE)
-_PAIR = re.compile(r"(?P<key>(?P<flag>--)?(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)(?P<sep>\s*[=:]\s*|\s+))"
+_PAIR = re.compile(r"(?P<key>(?<![\w\-])(?P<flag>--)?(?P<name>[A-Za-z][A-Za-z0-9_.\-]*)"
+                   r"(?P<sep>(?(flag)(?:\s*[=:]\s*|\s+)|\s*[=:]\s*)))"
                    r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"',;&]+)")
 
 
@@ -57,8 +58,6 @@ def redact_text(text: str) -> str:
     def pair(m: re.Match[str]) -> str:
         if not secret_key(m["name"]) or m["value"] == MASK or m["value"].lower() in ("bearer", "basic"):
             return m[0]
-        if m["sep"].strip() == "" and not m["flag"]:
-            return m[0]  # "token expired": a word followed by a word, not an option and its value
         return f"{m['key']}{MASK}"
 
     return _PAIR.sub(pair, out)
