@@ -40,7 +40,8 @@ def handmade(*, switch_at: float = 11.0, converge_at: float = 11.5) -> DrillResu
                      (21.0, "restored")):
         tl.mark(t, label)
     window = FaultWindow("gateway_down", "b", 9.9, 10.0, 20.0, 21.0, t_revert_call=19.8)
-    return DrillResult(fault=window, timeline=tl, slo=SLO(recovery_window=2.0), survivors=NODES[:1] + NODES[2:4] + NODES[5:],
+    survivors = tuple(n for n in NODES if not n.endswith("-b"))
+    return DrillResult(fault=window, timeline=tl, slo=SLO(recovery_window=2.0), survivors=survivors,
                        capacity={"a": 100.0, "b": 100.0, "c": 100.0}, offered=60, margin=0.2, lost=("b",),
                        started=0.0, switchover_observed=True, weights={"a": 50, "b": 30, "c": 20}, seed=7)
 

@@ -71,7 +71,7 @@ def test_fewer_than_three_previous_runs_give_no_verdict_and_say_so() -> None:
     assert "2 previous run(s) with a switchover, 3 needed" in c.message
     assert regression(prev, 100.0) is None  # no verdict is never a regression, and never a pass
     assert check_regression([], 1.0).flag == "no history (0/3)"
-    assert check_regression(prev + [row("r3", 1.0)], None).status == "no verdict"
+    assert check_regression([*prev, row("r3", 1.0)], None).status == "no verdict"
 
 
 def test_only_the_same_test_and_fault_count_and_rows_of_others_must_be_picked() -> None:

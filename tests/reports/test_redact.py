@@ -37,7 +37,8 @@ def test_keys_that_do_not(key: str) -> None:
     ("psql --password hunter2 -h db", f"psql --password {MASK} -h db"),
     ("PGPASSWORD=hunter2 psql", f"PGPASSWORD={MASK} psql"),
     ("deploy --token='a b c' now", f"deploy --token={MASK} now"),
-    ("kubectl --context staging scale deploy/gw --replicas=0", "kubectl --context staging scale deploy/gw --replicas=0"),
+    ("kubectl --context staging scale deploy/gw --replicas=0",
+     "kubectl --context staging scale deploy/gw --replicas=0"),
     ("the token expired at noon", "the token expired at noon"),
     ("http://127.0.0.1:8080/route?region=b", "http://127.0.0.1:8080/route?region=b"),
 ])

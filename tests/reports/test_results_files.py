@@ -18,7 +18,8 @@ from gameday.reports.allure_attach import categorise, environment_properties, ex
      "SLO breaches (a verdict failed)"),
     ("broken", "gameday.errors.TargetUnreachable: steady state not observed within 20 s before injecting "
                "gateway_down b: ...; nothing was injected", "Infrastructure: target unreachable"),
-    ("broken", "gameday.errors.ComponentDied: proxy-c (pid 4242) died at t+1.2 s", "Infrastructure: target unreachable"),
+    ("broken", "gameday.errors.ComponentDied: proxy-c (pid 4242) died at t+1.2 s",
+     "Infrastructure: target unreachable"),
     ("broken", "gameday.errors.RestoreIncomplete: reverting gateway_down b failed; the ledger keeps it",
      "Infrastructure: restore incomplete"),
     ("broken", "gameday.errors.DrillRefused: refusing gateway_down a: without a the others have 30 req/s",
