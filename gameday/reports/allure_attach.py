@@ -130,7 +130,7 @@ def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         if conf is not None:
             rule = str(conf.args[0] if conf.args else conf.kwargs.get("rule", "?"))
             title = str(conf.args[1] if len(conf.args) > 1 else conf.kwargs.get("title", "")) or item.name
-            labels = {"epic": "conformance", "feature": f"{rule} {_scenario(item)}", "story": title,
+            labels = {"epic": "conformance", "feature": rule, "story": title,
                       "severity": "normal"}
         elif item.get_closest_marker("gameday") is not None or "drill" in fixtures:
             labels = {"epic": "game day", "feature": _scenario(item), "severity": "critical"}
