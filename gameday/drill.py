@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from gameday import preflight
+from gameday import preflight, ticks
 from gameday.errors import (
     ComponentDied,
     DrillAborted,
@@ -118,7 +118,8 @@ class Drill:
         self.faults = FAULTS.extended(target.faults()) if isinstance(target, HasFaults) else FAULTS
         """The faults this drill may inject: the target's own (:class:`HasFaults`) and the built-ins."""
         self._last_progress = 0.0
-        self._breach_since: float | None = None
+        self._stop = ticks.StopCondition(settings.slo.stop_error_ratio, settings.slo.stop_after)
+        """The stop condition: client errors above the ratio for too long revert every fault."""
         self._watcher: Watcher | None = None
         self._casualty: Casualty | None = None
         self._casualty_reverted: list[ActiveFault] = []
@@ -607,52 +608,24 @@ class Drill:
         self.progress(self._progress_line(active, now, ratio))
 
     def _recent_error_ratio(self, active: ActiveFault | None, now: float) -> tuple[float, int]:
-        if active is None:
-            return 0.0, 0
-        reqs = active.result.timeline.requests[-2000:]
-        recent = [r for r in reqs if now - 1.0 <= r.t + r.latency <= now]
-        if not recent:
-            return 0.0, 0
-        return sum(r.failed for r in recent) / len(recent), len(recent)
+        return ticks.recent_error_ratio(active.result.timeline.requests, now) if active is not None else (0.0, 0)
 
     def _stop_condition(self, active: ActiveFault, now: float, ratio: float, n: int) -> None:
-        if n == 0 or ratio <= self.slo.stop_error_ratio:
-            self._breach_since = None
+        reason = self._stop.check(now, ratio, n)
+        if reason is None:
             return
-        if self._breach_since is None:
-            self._breach_since = now
-            return
-        if now - self._breach_since >= self.slo.stop_after:
-            reason = (f"client error ratio {ratio:.0%} above {self.slo.stop_error_ratio:.0%} for "
-                      f"{now - self._breach_since:.1f} s (stop after {self.slo.stop_after:g} s)")
-            active.result.timeline.mark(now, "stop_condition", reason)
-            for f in reversed(list(self._stack)):  # innermost first: the exact inverse order
-                try:
-                    self._revert(f, reason)
-                except RestoreIncomplete:
-                    log.exception("stop condition could not revert %s", f.window.kind)
+        active.result.timeline.mark(now, "stop_condition", reason)
+        for f in reversed(list(self._stack)):  # innermost first: the exact inverse order
+            try:
+                self._revert(f, reason)
+            except RestoreIncomplete:
+                log.exception("stop condition could not revert %s", f.window.kind)
 
     def _progress_line(self, active: ActiveFault | None, now: float, ratio: float) -> str:
-        c = self._casualty
-        if c is not None:
-            return f"[gameday] FAILING: {c.message}"[:240]
         watched = self._watcher.summary(now) if self._watcher is not None and self._phase != "done" else ""
-        if active is None:
-            return f"[gameday] {self._phase}  {watched}".rstrip()
-        w = active.window
-        tl = active.result.timeline
-        parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+.1f}s"]
-        if w.region is not None:
-            dns_recent = tl.dns[-5:]
-            parts.append("dns converged" if dns_recent and all(w.region not in d.regions for d in dns_recent)
-                         else f"dns still answers {w.region}")
-            latest: dict[str, NodeObs] = {}
-            for o in tl.nodes[-60:]:
-                latest[o.node] = o
-            surv = [latest[n] for n in active.result.survivors if n in latest]
-            moved = sum(1 for o in surv if o.ok and o.routable is not None and w.region not in o.routable)
-            parts.append(f"entry nodes switched {moved}/{len(active.result.survivors)}")
-        parts.append(f"client errors {ratio:.1%}")
-        if watched:
-            parts.append(watched)
-        return "  ".join(parts)
+        return ticks.progress_line(
+            phase=self._phase, now=now, ratio=ratio, watched=watched,
+            casualty=self._casualty.message if self._casualty is not None else None,
+            window=active.window if active is not None else None,
+            timeline=active.result.timeline if active is not None else None,
+            survivors=active.result.survivors if active is not None else ())

@@ -23,7 +23,7 @@ from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, W
 pytest_plugins = ["gameday.conformance.fixtures"]
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
-STATE_KEY = pytest.StashKey[gsession.SessionState]()
+STATE_KEY = gsession.STATE_KEY
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -43,6 +43,10 @@ from gameday.verdicts.result import DrillResult
 log = logging.getLogger(__name__)
 
 DRILLS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+PENDING_KEY = pytest.StashKey[list[tuple[DrillResult, dict[str, Any], int, "LoadRunner | None"]]]()
+"""Drills of the test whose plots and attachments are still to be written (at the call's end)."""
+STATE_KEY = pytest.StashKey["SessionState"]()
+"""The session's state (set by the plugin at configure)."""
 REGRESSION_KEY = pytest.StashKey[tuple[str, bool]]()
 """A drill of the test regressed: the message, and whether the run fails on it."""
 RESULTS_KEY = pytest.StashKey[list[DrillResult]]()
@@ -424,11 +428,38 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
         if check.status == "regression":
             node.stash[REGRESSION_KEY] = (check.message, fail)
     out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"figures-{index}.json").write_text(json.dumps(summary, indent=2, default=str))
+    if value is not None:
+        state.round_switchovers.setdefault(base, []).append(float(value))
+    # The plots, raw data and attachments are written when the test's call ends
+    # (write_drill_reports): not here, on the way out of the fault block, where drawing would
+    # delay the drill's own error (a casualty must fail the drill at once).
+    node.stash.setdefault(PENDING_KEY, []).append((res, summary, index, runner))
+    return summary
+
+
+def write_drill_reports(config: pytest.Config, state: SessionState, node: pytest.Item) -> None:
+    """When the test's call ends (its verdicts folded in): each drill's timeline plot, raw
+    timeline, the settings, the rounds plot, and the Allure attachments of the test."""
+    for res, summary, index, runner in node.stash.get(PENDING_KEY, []):
+        _write_drill_report(config, state, node, res, summary=summary, index=index, runner=runner)
+    node.stash[PENDING_KEY] = []
+
+
+def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
+                        summary: dict[str, Any], index: int, runner: LoadRunner | None) -> None:
+    out_dir = state.run_dir / "drills" / _safe(node.nodeid)
+    base = node.nodeid.split("[")[0]
     files = {"figures": out_dir / f"figures-{index}.json", "timeline_png": out_dir / f"timeline-{index}.png",
              "timeline_csv": out_dir / f"timeline-{index}.csv", "timeline_json": out_dir / f"timeline-{index}.json",
              "settings": state.run_dir / "settings.json"}
-    files["figures"].write_text(json.dumps(summary, indent=2, default=str))
-    files["timeline_png"].write_bytes(plots.timeline_png(plots.timeline_series(res)))
+    try:
+        files["timeline_png"].write_bytes(plots.timeline_png(plots.timeline_series(res)))
+    except (ValueError, RuntimeError, OSError) as exc:
+        # Not raised: it would replace the test's own outcome (a verdict, a casualty) with a
+        # plotting error. The summary says what is missing.
+        log.exception("could not draw the timeline of %s", node.nodeid)
+        summary["report_errors"] = [f"timeline plot: {exc!r}"]
     files["timeline_csv"].write_text(rawdata.timeline_csv(res))
     files["timeline_json"].write_text(rawdata.timeline_json(res))
     if not files["settings"].exists():
@@ -438,15 +469,13 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
         files["settings"].write_text(rawdata.settings_json(state.settings, model, where))
     if runner is not None:
         files["locust_stats"] = runner.stats_csv
-    if value is not None:
-        state.round_switchovers.setdefault(base, []).append(float(value))
+    files["figures"].write_text(json.dumps(summary, indent=2, default=str))  # now with its verdicts
     if state.settings.rounds > 1 and len(state.round_switchovers.get(base, [])) > 1:
         files["rounds_png"] = out_dir / f"rounds-{index}.png"
         files["rounds_png"].write_bytes(plots.rounds_png(base.split("::")[-1], state.round_switchovers[base],
                                                          state.settings.slo.switchover_limit))
     allure_attach.attach_drill(config, summary, table.drill_rows([summary]), files=files,
                                context=reporting.context(state.settings, state.profile))
-    return summary
 
 
 def history_path(settings: Settings) -> Path:
@@ -463,6 +492,9 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
     """Attach drill figures and conformance rule ids to the report (travels through xdist)."""
     if report.when == "call":
         judge_not_applicable(item, report)
+        state = item.config.stash.get(STATE_KEY, None)
+        if state is not None:
+            write_drill_reports(item.config, state, item)
     if report.when == "teardown":
         regression = item.stash.get(REGRESSION_KEY, None)
         if regression is not None:
@@ -621,7 +653,7 @@ def write_run_file(config: pytest.Config, state: SessionState) -> None:
         "profile": str(state.profile.path) if state.profile is not None else None,
         "profile_sha256": state.profile.sha256 if state.profile is not None else None,
         "started": state.started, "finished": time.time(), "argv": sys.argv,
-        "drills": state.drills, "conformance": state.conformance,
+        "drills": state.drills, "conformance": state.conformance, "regressions": state.regressed,
     }
     with contextlib.suppress(OSError):
         state.run_dir.mkdir(parents=True, exist_ok=True)
