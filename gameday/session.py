@@ -496,6 +496,9 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
         if state is not None:
             write_drill_reports(item.config, state, item)
     if report.when == "teardown":
+        state = item.config.stash.get(STATE_KEY, None)
+        if state is not None and item.stash.get(PENDING_KEY, None):  # a drill run by a fixture's teardown
+            write_drill_reports(item.config, state, item)
         regression = item.stash.get(REGRESSION_KEY, None)
         if regression is not None:
             allure_attach.regression_status(item.config, regression[0], fail=regression[1])
