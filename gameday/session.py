@@ -427,6 +427,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
                                     failed=check.message if check.status == "regression" else None)
         if check.status == "regression":
             node.stash[REGRESSION_KEY] = (check.message, fail)
+            allure_attach.tag_regression(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"figures-{index}.json").write_text(json.dumps(summary, indent=2, default=str))
     if value is not None:

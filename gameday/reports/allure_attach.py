@@ -105,6 +105,15 @@ class AllureSteps:
                                                          ("limit", v.limit), ("detail", v.detail)) if s}, exc)
 
 
+def tag_regression(config: pytest.Config) -> None:
+    """Tag the running test ``regression`` (Allure's filters and the test's header show tags)."""
+    if allure_active(config):
+        import allure  # noqa: PLC0415
+
+        dynamic: Any = allure.dynamic  # partly unannotated in allure-python
+        dynamic.tag("regression")
+
+
 def step_note(config: pytest.Config, title: str, params: Mapping[str, str], *, failed: str | None = None) -> None:
     """A step that records a fact (the regression check): failed with *failed* as its message."""
     AllureSteps(config).record(title, params, AssertionError(failed) if failed is not None else None)

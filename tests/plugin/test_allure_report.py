@@ -108,6 +108,7 @@ def test_a_drills_allure_results_tell_the_story(pytester: pytest.Pytester) -> No
     assert labels["epic"] == ["game day"] and labels["feature"] == ["drill"] and labels["story"] == ["gateway_down"]
     assert labels["severity"] == ["critical"] and labels["target"] == ["local"]
     assert labels["topology"] == ["clusters/local.yaml"] and labels["region"] == ["a"]
+    assert "regression" in labels["tag"]
     params = {p["name"]: p for p in r1["parameters"]}
     assert params["seed"]["value"] == str(seed_1) and params["seed"]["excluded"] is True
     assert params["region"]["excluded"] is True
