@@ -20,7 +20,11 @@ if TYPE_CHECKING:
     from gameday.verdicts.result import DrillResult
 
 BIN_S = 0.5
-"""Width of a timeline bin, seconds: five observer ticks, enough requests per bin at 20 req/s."""
+"""Step of the timeline's bins, seconds (five observer ticks)."""
+RATE_WINDOW = (0.5, 1.0, 0.5)
+"""Weights of the bins before, at and after a bin for its request rates: a centred 1 s
+window every 0.5 s. Locust's users send in step, so plain 0.5 s counts alternate high and
+low (80, 40, 80 req/s for a steady 60) and hide the change the plot is for."""
 WIDTH_IN, DPI = 10.0, 100
 """1000 px wide: Allure's attachment pane shows it whole; text stays legible full-size."""
 REGION_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -49,7 +53,8 @@ class TimelineSeries:
     bins: list[float]
     """Start of each bin."""
     served: dict[str, list[float]]
-    """Region -> requests/s it served in each bin (successful responses, by served-by header)."""
+    """Region -> requests/s it served around each bin (successful responses, by served-by
+    header; over the centred 1 s window of :data:`RATE_WINDOW`)."""
     error_ratio: list[float | None]
     """Client error ratio per bin (None: no request in it)."""
     dns_share: dict[str, list[float | None]]
@@ -70,6 +75,20 @@ def _bin(t: float, start: float) -> int:
     return int((t - start) // BIN_S)
 
 
+def _window(values: list[float]) -> list[tuple[float, float]]:
+    """Per bin: the :data:`RATE_WINDOW`-weighted sum of its neighbourhood, and the weights
+    that fell inside the timeline (a bin at the edge has fewer neighbours)."""
+    out = []
+    for k in range(len(values)):
+        acc = weight = 0.0
+        for off, w in zip((-1, 0, 1), RATE_WINDOW, strict=True):
+            if 0 <= k + off < len(values):
+                acc += w * values[k + off]
+                weight += w
+        out.append((acc, weight))
+    return out
+
+
 def timeline_series(res: DrillResult) -> TimelineSeries:
     """The numbers the timeline plot draws, from the drill's timeline."""
     tl = res.timeline.copy()
@@ -80,16 +99,18 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
                *(r.t for r in tl.requests), start + BIN_S])
     n = max(1, math.ceil((end - start) / BIN_S))
     regions = sorted({*res.capacity, *res.weights, *(r.region for r in tl.requests if r.region)})
-    served = {r: [0.0] * n for r in regions}
-    total, failed = [0] * n, [0] * n
+    counts = {r: [0.0] * n for r in regions}
+    total, failed = [0.0] * n, [0.0] * n
     for r in tl.requests:
         k = _bin(r.t, start)
         if not 0 <= k < n:
             continue
         total[k] += 1
         failed[k] += r.failed
-        if not r.failed and r.region in served:
-            served[r.region][k] += 1 / BIN_S
+        if not r.failed and r.region in counts:
+            counts[r.region][k] += 1
+    served = {r: [v / (BIN_S * w) if w else 0.0 for v, w in _window(c)] for r, c in counts.items()}
+    total_w, failed_w = [v for v, _ in _window(total)], [v for v, _ in _window(failed)]
     answers: list[dict[str, int]] = [defaultdict(int) for _ in range(n)]
     for d in tl.dns:
         k = _bin(d.t, start)
@@ -116,7 +137,7 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
     return TimelineSeries(
         title=f"{w.kind} {w.region or ''}".strip() + f" - seed {res.seed}, round {res.round + 1}",
         failed_region=w.region, regions=regions, bins=[start - tf + k * BIN_S for k in range(n)], served=served,
-        error_ratio=[f / t if t else None for f, t in zip(failed, total, strict=True)], dns_share=dns_share,
+        error_ratio=[f / t if t else None for f, t in zip(failed_w, total_w, strict=True)], dns_share=dns_share,
         lanes=[lanes[k] for k in sorted(lanes)],
         alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers)
 

@@ -22,7 +22,7 @@ def decoded(png: bytes) -> tuple[int, int]:
 def test_the_failed_regions_traffic_moves_to_the_others(drill_result: DrillResult) -> None:
     s = plots.timeline_series(drill_result)
     assert s.regions == ["a", "b", "c"] and s.failed_region == "b"
-    before = {r: s.mean_served(r, -8, 0) for r in s.regions}
+    before = {r: s.mean_served(r, -8, -0.5) for r in s.regions}
     during = {r: s.mean_served(r, 2.5, 10) for r in s.regions}  # clients moved (t+2 s) until the revert (t+10 s)
     assert before == {"a": 30.0, "b": 20.0, "c": 10.0}
     assert during["b"] == 0.0
