@@ -21,10 +21,11 @@ if TYPE_CHECKING:
 
 BIN_S = 0.5
 """Step of the timeline's bins, seconds (five observer ticks)."""
-RATE_WINDOW = (0.5, 1.0, 0.5)
-"""Weights of the bins before, at and after a bin for its request rates: a centred 1 s
-window every 0.5 s. Locust's users send in step, so plain 0.5 s counts alternate high and
-low (80, 40, 80 req/s for a steady 60) and hide the change the plot is for."""
+RATE_WINDOW = (1.0, 1.0, 0.0)
+"""Weights of the bins before, at and after a bin for its served rate: the second up to the
+bin's end, every 0.5 s. Locust's users send in step, so plain 0.5 s counts alternate high and
+low (80, 40, 80 req/s for a steady 60) and hide the change the plot is for; a trailing
+window (not a centred one) never shows a change before it happened."""
 WIDTH_IN, DPI = 10.0, 100
 """1000 px wide: Allure's attachment pane shows it whole; text stays legible full-size."""
 REGION_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
@@ -53,10 +54,10 @@ class TimelineSeries:
     bins: list[float]
     """Start of each bin."""
     served: dict[str, list[float]]
-    """Region -> requests/s it served around each bin (successful responses, by served-by
-    header; over the centred 1 s window of :data:`RATE_WINDOW`)."""
+    """Region -> requests/s it served in the second up to each bin's end (successful
+    responses, by served-by header; see :data:`RATE_WINDOW`)."""
     error_ratio: list[float | None]
-    """Client error ratio per bin (None: no request in it)."""
+    """Client error ratio of the requests sent in each bin (None: no request in it)."""
     dns_share: dict[str, list[float | None]]
     """Region -> its share of the GSLB's answers per bin (None: no answer in it)."""
     lanes: list[Lane]
@@ -110,7 +111,7 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
         if not r.failed and r.region in counts:
             counts[r.region][k] += 1
     served = {r: [v / (BIN_S * w) if w else 0.0 for v, w in _window(c)] for r, c in counts.items()}
-    total_w, failed_w = [v for v, _ in _window(total)], [v for v, _ in _window(failed)]
+
     answers: list[dict[str, int]] = [defaultdict(int) for _ in range(n)]
     for d in tl.dns:
         k = _bin(d.t, start)
@@ -137,7 +138,7 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
     return TimelineSeries(
         title=f"{w.kind} {w.region or ''}".strip() + f" - seed {res.seed}, round {res.round + 1}",
         failed_region=w.region, regions=regions, bins=[start - tf + k * BIN_S for k in range(n)], served=served,
-        error_ratio=[f / t if t else None for f, t in zip(failed_w, total_w, strict=True)], dns_share=dns_share,
+        error_ratio=[f / t if t else None for f, t in zip(failed, total, strict=True)], dns_share=dns_share,
         lanes=[lanes[k] for k in sorted(lanes)],
         alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers)
 
