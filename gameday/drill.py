@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from gameday import preflight
+from gameday import preflight, ticks
 from gameday.errors import (
     ComponentDied,
     DrillAborted,
@@ -45,6 +45,8 @@ from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
+from gameday.reports import steps as phase_steps
+from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import Settings
 from gameday.targets import registry
 from gameday.targets.base import (
@@ -95,6 +97,7 @@ class Drill:
         dns_ttl: float = 5.0,
         on_result: Callable[[DrillResult], object] | None = None,
         skip_unavailable_faults: bool = False,
+        steps: Steps | None = None,
     ) -> None:
         self.target = target
         #: A conformance check skips (not applicable, with the reason) where the target cannot
@@ -110,6 +113,8 @@ class Drill:
         self.round = round_index
         self.dns_ttl = dns_ttl
         self.on_result = on_result
+        self.steps: Steps = steps or NoSteps()
+        """Where the drill's phases and verdicts go as steps (the Allure report's)."""
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
         self.picks: list[str] = []
         self.results: list[DrillResult] = []
@@ -118,7 +123,8 @@ class Drill:
         self.faults = FAULTS.extended(target.faults()) if isinstance(target, HasFaults) else FAULTS
         """The faults this drill may inject: the target's own (:class:`HasFaults`) and the built-ins."""
         self._last_progress = 0.0
-        self._breach_since: float | None = None
+        self._stop = ticks.StopCondition(settings.slo.stop_error_ratio, settings.slo.stop_after)
+        """The stop condition: client errors above the ratio for too long revert every fault."""
         self._watcher: Watcher | None = None
         self._casualty: Casualty | None = None
         self._casualty_reverted: list[ActiveFault] = []
@@ -174,11 +180,12 @@ class Drill:
         """
         fk = self.faults.check(kind, region, params, self.region_names)
         action = f"{kind} {region or ''}".strip()
+        plan: tuple[str, str] | None = None
         if isinstance(self.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
             # before the ledger records an injection that would never happen.
             try:
-                self.target.plan_fault(kind, region, dict(params))
+                plan = self.target.plan_fault(kind, region, dict(params))
             except FaultUnavailable as exc:
                 if not self.skip_unavailable_faults:
                     raise
@@ -215,22 +222,34 @@ class Drill:
             self._phase = "baseline"
             self._baseline_start = time.monotonic()
             tl.mark(self._baseline_start, "baseline")
-            self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
-                               outermost=parent is None, label=label)
-            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
-                                       attach=registry.attach_path(self.target))
-            # Expected dead from before the call: the watcher must not name the fault's own work.
-            watcher.expect(entry.id, InEffect(label, None, live.stopped_by(kind, region) if live else frozenset()))
-            self._phase = "inject"
-            t_call = time.monotonic()
-            tl.mark(t_call, "inject_call", label)
-            try:
-                self.target.inject(kind, region, params)
-            finally:
-                t_fault = time.monotonic()
-                tl.mark(t_fault, "fault", label)
-                watcher.took_effect(entry.id, t_fault)
-                self.ledger.update_params(entry.id, params)
+            with self.steps.phase(f"steady state before {label}") as step:
+                self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
+                                   outermost=parent is None, label=label)
+                step.params = phase_steps.baseline_facts(
+                    tl.copy(), self._baseline_start, time.monotonic(),
+                    [r for r in self.region_names if r not in already_lost])
+                step.title = phase_steps.baseline_title(step.params)
+            with self.steps.phase(f"inject {label}") as step:
+                step.params = {"fault": kind, "region": region or "-", "parameters": repr(dict(params)),
+                               "action": plan[0] if plan else f"{self.target.name} target: {label}",
+                               "inverse": plan[1] if plan else "the target's revert of the same fault"}
+                step.title = f"inject {label}: {step.params['action']}"
+                entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
+                                           attach=registry.attach_path(self.target))
+                # Expected dead from before the call: the watcher must not name the fault's own work.
+                watcher.expect(entry.id, InEffect(label, None,
+                                                  live.stopped_by(kind, region) if live else frozenset()))
+                self._phase = "inject"
+                t_call = time.monotonic()
+                tl.mark(t_call, "inject_call", label)
+                try:
+                    self.target.inject(kind, region, params)
+                finally:
+                    t_fault = time.monotonic()
+                    tl.mark(t_fault, "fault", label)
+                    watcher.took_effect(entry.id, t_fault)
+                    self.ledger.update_params(entry.id, params)
+                    step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
             window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
             result = DrillResult(
                 fault=window, timeline=tl, slo=self.slo, survivors=survivors,
@@ -242,6 +261,7 @@ class Drill:
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
                 clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
                 utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
+                on_verdict=self.steps.verdict,
             )
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
@@ -249,25 +269,35 @@ class Drill:
             active = ActiveFault(window, result, observer, entry.id)
             self._stack.append(active)
             self._phase = "observe"
-            if self._casualty is not None:  # seen while injecting, before the watcher could revert this one
-                self._revert(active, self._casualty.message)
-                raise self._casualty_error()
-            try:
-                yield active
-            except Exception as exc:
-                # The block failed on what the casualty broke (an httpx error from a dead proxy,
-                # a verdict): the casualty is the cause the user must see first.
-                if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
-                    raise self._casualty_error() from exc
-                raise
+            with self.steps.phase(f"observe {label}") as step:
+                try:
+                    if self._casualty is not None:  # seen while injecting, before the watcher could revert it
+                        self._revert(active, self._casualty.message)
+                        raise self._casualty_error()
+                    try:
+                        yield active
+                    except Exception as exc:
+                        # The block failed on what the casualty broke (an httpx error from a dead proxy,
+                        # a verdict): the casualty is the cause the user must see first.
+                        if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
+                            raise self._casualty_error() from exc
+                        raise
+                finally:
+                    step.params = phase_steps.observe_facts(result)
+                    step.title = phase_steps.observe_title(step.params)
         finally:
             try:
                 if active is not None:
-                    self._revert(active, reason=self._casualty.message if self._casualty else None)
-                    if self._casualty is None:  # with a casualty there is no steady state to wait for
-                        self._phase = "restore"
-                        self._wait_restored(active, restore_timeout, already_lost)
-                        self._sleep_watching(observe_after)
+                    with self.steps.phase(f"restore {label}") as step:
+                        try:
+                            self._revert(active, reason=self._casualty.message if self._casualty else None)
+                            if self._casualty is None:  # with a casualty there is no steady state to wait for
+                                self._phase = "restore"
+                                self._wait_restored(active, restore_timeout, already_lost)
+                                self._sleep_watching(observe_after)
+                        finally:
+                            step.params = phase_steps.restore_facts(active.result)
+                            step.title = phase_steps.restore_title(step.params)
             finally:
                 if active is not None and active in self._stack:
                     self._stack.remove(active)
@@ -590,52 +620,24 @@ class Drill:
         self.progress(self._progress_line(active, now, ratio))
 
     def _recent_error_ratio(self, active: ActiveFault | None, now: float) -> tuple[float, int]:
-        if active is None:
-            return 0.0, 0
-        reqs = active.result.timeline.requests[-2000:]
-        recent = [r for r in reqs if now - 1.0 <= r.t + r.latency <= now]
-        if not recent:
-            return 0.0, 0
-        return sum(r.failed for r in recent) / len(recent), len(recent)
+        return ticks.recent_error_ratio(active.result.timeline.requests, now) if active is not None else (0.0, 0)
 
     def _stop_condition(self, active: ActiveFault, now: float, ratio: float, n: int) -> None:
-        if n == 0 or ratio <= self.slo.stop_error_ratio:
-            self._breach_since = None
+        reason = self._stop.check(now, ratio, n)
+        if reason is None:
             return
-        if self._breach_since is None:
-            self._breach_since = now
-            return
-        if now - self._breach_since >= self.slo.stop_after:
-            reason = (f"client error ratio {ratio:.0%} above {self.slo.stop_error_ratio:.0%} for "
-                      f"{now - self._breach_since:.1f} s (stop after {self.slo.stop_after:g} s)")
-            active.result.timeline.mark(now, "stop_condition", reason)
-            for f in reversed(list(self._stack)):  # innermost first: the exact inverse order
-                try:
-                    self._revert(f, reason)
-                except RestoreIncomplete:
-                    log.exception("stop condition could not revert %s", f.window.kind)
+        active.result.timeline.mark(now, "stop_condition", reason)
+        for f in reversed(list(self._stack)):  # innermost first: the exact inverse order
+            try:
+                self._revert(f, reason)
+            except RestoreIncomplete:
+                log.exception("stop condition could not revert %s", f.window.kind)
 
     def _progress_line(self, active: ActiveFault | None, now: float, ratio: float) -> str:
-        c = self._casualty
-        if c is not None:
-            return f"[gameday] FAILING: {c.message}"[:240]
         watched = self._watcher.summary(now) if self._watcher is not None and self._phase != "done" else ""
-        if active is None:
-            return f"[gameday] {self._phase}  {watched}".rstrip()
-        w = active.window
-        tl = active.result.timeline
-        parts = [f"[gameday] {w.kind} {w.region or ''}".rstrip(), f"{self._phase:<8}", f"t{now - w.t_fault:+.1f}s"]
-        if w.region is not None:
-            dns_recent = tl.dns[-5:]
-            parts.append("dns converged" if dns_recent and all(w.region not in d.regions for d in dns_recent)
-                         else f"dns still answers {w.region}")
-            latest: dict[str, NodeObs] = {}
-            for o in tl.nodes[-60:]:
-                latest[o.node] = o
-            surv = [latest[n] for n in active.result.survivors if n in latest]
-            moved = sum(1 for o in surv if o.ok and o.routable is not None and w.region not in o.routable)
-            parts.append(f"entry nodes switched {moved}/{len(active.result.survivors)}")
-        parts.append(f"client errors {ratio:.1%}")
-        if watched:
-            parts.append(watched)
-        return "  ".join(parts)
+        return ticks.progress_line(
+            phase=self._phase, now=now, ratio=ratio, watched=watched,
+            casualty=self._casualty.message if self._casualty is not None else None,
+            window=active.window if active is not None else None,
+            timeline=active.result.timeline if active is not None else None,
+            survivors=active.result.survivors if active is not None else ())

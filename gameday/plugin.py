@@ -23,7 +23,7 @@ from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, W
 pytest_plugins = ["gameday.conformance.fixtures"]
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
-STATE_KEY = pytest.StashKey[gsession.SessionState]()
+STATE_KEY = gsession.STATE_KEY
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -156,6 +156,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a usage error before any federation starts, not an error in the middle of a session."""
     for item in items:
         gsession.GamedayMarker.of(item)
+    gsession.label_items(config, items)  # Allure labels (epic/feature/story, severity, history id)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -165,6 +166,18 @@ def pytest_runtest_makereport(
     report = yield
     gsession.annotate_report(item, report)
     return report
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
+    # Outermost: the terminal summary (inside the terminal reporter's sessionfinish) has
+    # found the regressions by now; the run's exit status is read after this hook.
+    result = yield
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None and state.regressed and state.settings.fail_on_regression \
+            and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return result
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

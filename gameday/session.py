@@ -31,8 +31,9 @@ from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, 
 from gameday.load.runner import LoadRunner
 from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
 from gameday.profile import LoadedProfile, load_profile
-from gameday.reports import allure_attach, table
-from gameday.reports.timeline_svg import render_timeline_svg
+from gameday.reports import allure_attach, plots, rawdata, reporting, table
+from gameday.reports.history import HistoryRow, append_history, check_regression, load_history
+from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.targets import registry
 from gameday.targets.base import Target
@@ -42,6 +43,12 @@ from gameday.verdicts.result import DrillResult
 log = logging.getLogger(__name__)
 
 DRILLS_KEY = pytest.StashKey[list[dict[str, Any]]]()
+PENDING_KEY = pytest.StashKey[list[tuple[DrillResult, dict[str, Any], int, "LoadRunner | None"]]]()
+"""Drills of the test whose plots and attachments are still to be written (at the call's end)."""
+STATE_KEY = pytest.StashKey["SessionState"]()
+"""The session's state (set by the plugin at configure)."""
+REGRESSION_KEY = pytest.StashKey[tuple[str, bool]]()
+"""A drill of the test regressed: the message, and whether the run fails on it."""
 RESULTS_KEY = pytest.StashKey[list[DrillResult]]()
 """The test's drill results, in the order of its DRILLS_KEY summaries (their verdicts are
 asserted after the summaries are written: they are folded in when the test's call ends)."""
@@ -70,6 +77,12 @@ class SessionState:
     run_dir: Path = Path("reports")
     drills: list[dict[str, Any]] = field(default_factory=list)
     conformance: list[dict[str, Any]] = field(default_factory=list)
+    round_switchovers: dict[str, list[float]] = field(default_factory=dict)
+    """Test (without parameters) -> switchover of each round this process ran (the rounds plot)."""
+    regressed: list[str] = field(default_factory=list)
+    """Drills whose switchover regressed against the history (the exit summary)."""
+    history: list[HistoryRow] | None = None
+    """reports/history.jsonl as it was when this process first read it (previous runs only)."""
     started: float = field(default_factory=time.time)
     interrupts: Interrupts = INTERRUPTS
     faults: list[FaultRecord] = field(default_factory=list)
@@ -405,13 +418,15 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
             state.interrupts.release("revert")  # the fault block is done: a deferred signal may stop us now
 
     shielded = cast(Target, _ShieldedTarget(target, state.interrupts))  # duck-typed: delegates the rest
+    steps: Steps = allure_attach.AllureSteps(config) if allure_attach.allure_active(config) else NoSteps()
     d = Drill(
         shielded, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         # An external target knows its TTL from its profile or its DNS server's answers.
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        on_result=on_result, skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
+        on_result=on_result, steps=steps,
+        skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
     )
     yield d
 
@@ -425,19 +440,98 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
         runner.poll()
         achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
         summary["load"] = {"target_rps": runner.rate, "achieved_rps": round(achieved, 2)}
+    base = node.nodeid.split("[")[0]
+    switchover = summary.get("switchover")
+    value = switchover.get("value_s") if isinstance(switchover, dict) else None
+    if state.history is None:
+        state.history = load_history(history_path(state.settings))
+    if res.removes_region and res.switchover_observed:
+        check = check_regression(state.history, value, test=base, fault=res.fault.kind)
+        summary["regression"] = {"status": check.status, "message": check.message, "flag": check.flag}
+        fail = check.status == "regression" and state.settings.fail_on_regression
+        if allure_attach.allure_active(config):
+            allure_attach.step_note(config, f"vs history: {check.message}",
+                                    {"median_s": "-" if check.median_s is None else f"{check.median_s:.2f}",
+                                     "previous runs": str(check.previous)},
+                                    failed=check.message if check.status == "regression" else None)
+        if check.status == "regression":
+            node.stash[REGRESSION_KEY] = (check.message, fail)
+            allure_attach.tag_regression(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"figures-{index}.json").write_text(json.dumps(summary, indent=2, default=str))
-    svg = render_timeline_svg(res)
-    (out_dir / f"timeline-{index}.svg").write_text(svg)
-    allure_attach.attach_drill(config, summary, svg, table.drill_rows([summary]))
+    if value is not None:
+        state.round_switchovers.setdefault(base, []).append(float(value))
+    # The plots, raw data and attachments are written when the test's call ends
+    # (write_drill_reports): not here, on the way out of the fault block, where drawing would
+    # delay the drill's own error (a casualty must fail the drill at once).
+    node.stash.setdefault(PENDING_KEY, []).append((res, summary, index, runner))
     return summary
+
+
+def write_drill_reports(config: pytest.Config, state: SessionState, node: pytest.Item) -> None:
+    """When the test's call ends (its verdicts folded in): each drill's timeline plot, raw
+    timeline, the settings, the rounds plot, and the Allure attachments of the test."""
+    for res, summary, index, runner in node.stash.get(PENDING_KEY, []):
+        _write_drill_report(config, state, node, res, summary=summary, index=index, runner=runner)
+    node.stash[PENDING_KEY] = []
+
+
+def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
+                        summary: dict[str, Any], index: int, runner: LoadRunner | None) -> None:
+    out_dir = state.run_dir / "drills" / _safe(node.nodeid)
+    base = node.nodeid.split("[")[0]
+    files = {"figures": out_dir / f"figures-{index}.json", "timeline_png": out_dir / f"timeline-{index}.png",
+             "timeline_csv": out_dir / f"timeline-{index}.csv", "timeline_json": out_dir / f"timeline-{index}.json",
+             "settings": state.run_dir / "settings.json"}
+    try:
+        files["timeline_png"].write_bytes(plots.timeline_png(plots.timeline_series(res)))
+    except (ValueError, RuntimeError, OSError) as exc:
+        # Not raised: it would replace the test's own outcome (a verdict, a casualty) with a
+        # plotting error. The summary says what is missing.
+        log.exception("could not draw the timeline of %s", node.nodeid)
+        summary["report_errors"] = [f"timeline plot: {exc!r}"]
+    files["timeline_csv"].write_text(rawdata.timeline_csv(res))
+    files["timeline_json"].write_text(rawdata.timeline_json(res))
+    if not files["settings"].exists():
+        files["settings"].parent.mkdir(parents=True, exist_ok=True)
+        model = state.profile.profile if state.profile is not None else state.topology
+        where = state.profile.path if state.profile is not None else state.settings.topology
+        files["settings"].write_text(rawdata.settings_json(state.settings, model, where))
+    if runner is not None:
+        files["locust_stats"] = runner.stats_csv
+    files["figures"].write_text(json.dumps(summary, indent=2, default=str))  # now with its verdicts
+    if state.settings.rounds > 1 and len(state.round_switchovers.get(base, [])) > 1:
+        files["rounds_png"] = out_dir / f"rounds-{index}.png"
+        files["rounds_png"].write_bytes(plots.rounds_png(base.split("::")[-1], state.round_switchovers[base],
+                                                         state.settings.slo.switchover_limit))
+    allure_attach.attach_drill(config, summary, table.drill_rows([summary]), files=files,
+                               context=reporting.context(state.settings, state.profile))
+
+
+def history_path(settings: Settings) -> Path:
+    """The run history every run appends to: ``<reports>/history.jsonl``."""
+    return settings.reports / "history.jsonl"
+
+
+def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Allure labels (epic/feature/story, severity) for drills and conformance checks."""
+    allure_attach.label_items(config, items)
 
 
 def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
     """Attach drill figures and conformance rule ids to the report (travels through xdist)."""
     if report.when == "call":
         judge_not_applicable(item, report)
+        state = item.config.stash.get(STATE_KEY, None)
+        if state is not None:
+            write_drill_reports(item.config, state, item)
     if report.when == "teardown":
+        state = item.config.stash.get(STATE_KEY, None)
+        if state is not None and item.stash.get(PENDING_KEY, None):  # a drill run by a fixture's teardown
+            write_drill_reports(item.config, state, item)
+        regression = item.stash.get(REGRESSION_KEY, None)
+        if regression is not None:
+            allure_attach.regression_status(item.config, regression[0], fail=regression[1])
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
         # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
@@ -471,6 +565,8 @@ def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
 def terminal_summary(tr: Any, state: SessionState) -> None:
     drills: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []
+    reasons = {rep.nodeid: table.one_line_reason(rep) for rep in tr.stats.get("failed", [])
+               if getattr(rep, "when", "call") in ("call", "setup")}
     for reports in tr.stats.values():
         for rep in reports:
             for key, value in getattr(rep, "user_properties", []):
@@ -486,7 +582,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
     state.conformance = rules
     if drills:
         tr.write_sep("=", "gameday drill verdicts")
-        for line in table.render_drills(drills):
+        for line in table.render_drills(drills, reasons):
             tr.write_line(line)
         if state.settings.rounds > 1:
             for line in table.render_rounds(drills):
@@ -496,11 +592,60 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         tr.write_sep("=", "gameday conformance summary")
         for line in table.render_conformance(rules):
             tr.write_line(line)
+    if drills or rules:
+        for line in finish_reports(tr.config, state, drills, set(reasons)):
+            tr.write_line(line)
     if state.interrupts.first is not None:
         tr.write_sep("=", "gameday: interrupted")
         for line in interruption_summary(state):
             tr.write_line(line)
     write_run_file(tr.config, state)
+
+
+def regressions(drills: list[dict[str, Any]]) -> list[str]:
+    """The regression sentence of every drill that regressed against its history."""
+    return [f"{str(d.get('test', '')).split('::')[-1]} ({d.get('fault')}): {d['regression']['message']}"
+            for d in drills if isinstance(d.get("regression"), dict) and d["regression"].get("status") == "regression"]
+
+
+def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict[str, Any]],
+                   failed_tests: set[str]) -> list[str]:
+    """At the end of the run (controller only): append the history, draw the rounds, write
+    Allure's environment, categories and executor files; returns lines for the summary."""
+    if getattr(config, "workerinput", None) is not None:
+        return []
+    lines: list[str] = []
+    s = state.settings
+    rows = [] if s.dry_run else reporting.history_rows(drills, run=state.run_dir.name, commit=reporting.git_commit(),
+                                  settings=s, profile=state.profile, failed_tests=failed_tests)
+    if rows:
+        try:
+            append_history(history_path(s), rows)
+            lines.append(f"history: {len(rows)} drill(s) appended to {history_path(s)}")
+        except OSError as exc:
+            lines.append(f"history: could not append to {history_path(s)}: {exc}")
+    if s.rounds > 1:
+        by_test: dict[str, list[float]] = {}
+        for d in drills:
+            sw = d.get("switchover")
+            if isinstance(sw, dict) and sw.get("value_s") is not None:
+                by_test.setdefault(str(d.get("test", "")).split("[")[0], []).append(float(sw["value_s"]))
+        for i, (test, values) in enumerate(sorted(by_test.items())):
+            path = state.run_dir / f"rounds-{i}.png"
+            with contextlib.suppress(OSError):
+                path.write_bytes(plots.rounds_png(test.split("::")[-1], values, s.slo.switchover_limit))
+                lines.append(f"switchover across rounds ({test.split('::')[-1]}): {path}")
+    directory = allure_attach.results_dir(config)
+    if directory is not None:
+        regions = [r.name for r in state.topology.regions] if state.topology is not None else []
+        allure_attach.write_results_files(directory, reporting.environment(s, state.profile, regions), os.environ)
+    regressed = regressions(drills)
+    if regressed:
+        state.regressed = regressed
+        lines += [f"REGRESSION {line}" for line in regressed]
+        if s.fail_on_regression:
+            lines.append("--gameday-fail-on-regression: the run fails")
+    return lines
 
 
 def interruption_summary(state: SessionState) -> list[str]:
@@ -541,7 +686,7 @@ def write_run_file(config: pytest.Config, state: SessionState) -> None:
         "profile": str(state.profile.path) if state.profile is not None else None,
         "profile_sha256": state.profile.sha256 if state.profile is not None else None,
         "started": state.started, "finished": time.time(), "argv": sys.argv,
-        "drills": state.drills, "conformance": state.conformance,
+        "drills": state.drills, "conformance": state.conformance, "regressions": state.regressed,
     }
     with contextlib.suppress(OSError):
         state.run_dir.mkdir(parents=True, exist_ok=True)

@@ -86,6 +86,8 @@ class Settings:
     dry_run: bool = False
     keep_clusters: bool = False
     """kind: leave the clusters (and the federation in them) after the run, also those it created."""
+    fail_on_regression: bool = False
+    """Fail the run on a switchover regression against reports/history.jsonl (else only flag it)."""
     run_destructive: bool = True
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)
@@ -320,6 +322,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("keep-clusters", "kind target: leave the clusters and the federation in place after the run (by "
                "default the clusters it created are deleted, reused ones only lose the federation)", Flag(),
                flag=True),
+    OptionSpec("fail-on-regression", "fail the run when a drill's switchover is more than 50 % above the median "
+               "of its previous runs (reports/history.jsonl, at least 3)", Flag(), flag=True),
 )
 OPTION: dict[str, OptionSpec] = {o.name: o for o in OPTIONS}
 
@@ -398,6 +402,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         allow_context=values.get("allow-context", ()),
         dry_run=values.get("dry-run", False),
         keep_clusters=values.get("keep-clusters", False),
+        fail_on_regression=values.get("fail-on-regression", False),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),

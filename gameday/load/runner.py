@@ -116,7 +116,14 @@ class LoadRunner:
     def _argv(self, *extra: str) -> list[str]:
         return [sys.executable, "-m", "locust", "-f", str(self.locustfile), "--headless",
                 "-u", str(self.users), "-r", str(max(self.users, 1)), "-t", f"{int(self.max_seconds)}s",
-                "--only-summary", "--stop-timeout", "2", "-H", "http://gameday.invalid", *extra]
+                "--only-summary", "--stop-timeout", "2", "-H", "http://gameday.invalid",
+                # locust's own statistics (rewritten every second, flushed every 5 s) for the report
+                "--csv", str(self.workdir / "locust"), *extra]
+
+    @property
+    def stats_csv(self) -> Path:
+        """locust's request statistics (its ``--csv`` output): one row per request name and the total."""
+        return self.workdir / "locust_stats.csv"
 
     def start(self, timeout: float = 30.0) -> None:
         """Start locust and wait until the first requests are recorded.

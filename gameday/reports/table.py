@@ -35,9 +35,25 @@ def _na(d: dict[str, Any], name: str) -> str | None:
     return f"n/a: {reason}" if reason else None
 
 
+def _headroom(d: dict[str, Any]) -> str:
+    """Worst surviving utilisation against the limit (``71%/80%``), with the verdict when asserted."""
+    na = _na(d, "headroom")
+    if na:
+        return na
+    peak = d.get("peak_utilisation")
+    fig = f"{peak['utilisation']:.0%}/{peak['limit']:.0%}" if isinstance(peak, dict) else ""
+    verdict = _asserted(d, "headroom")
+    return " ".join(p for p in (fig, verdict) if p) or "-"
+
+
+def _vs_history(d: dict[str, Any]) -> str:
+    reg = d.get("regression")
+    return str(reg.get("flag") or "-") if isinstance(reg, dict) else "-"
+
+
 def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
     rows = [["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
-             "stale alarms", "headroom", "load (achieved/target rps)"]]
+             "stale alarms", "headroom", "vs history", "load (achieved/target rps)"]]
     for d in drills:
         load = d.get("load") or {}
         versions = d.get("versions") or {}
@@ -50,7 +66,8 @@ def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
             _fig(d, "client_recovery"),
             _na(d, "versions") or ("ok" if versions.get("passed") else "FAIL"),
             _na(d, "stale_alarms") or str(len(d.get("stale_alarms") or [])),
-            _na(d, "headroom") or _asserted(d, "headroom") or "-",
+            _headroom(d),
+            _vs_history(d),
             f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
         ])
     return rows
@@ -66,8 +83,18 @@ def render(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render_drills(drills: list[dict[str, Any]]) -> list[str]:
-    return render(drill_rows(drills)) + behind_lines(drills)
+def render_drills(drills: list[dict[str, Any]], reasons: dict[str, str] | None = None) -> list[str]:
+    """The verdict table, then a line per failed test with its one-line reason (*reasons*:
+    node id -> reason), per regression, and per drill whose sources fell behind."""
+    out = render(drill_rows(drills))
+    for nodeid, reason in (reasons or {}).items():
+        if any(d.get("test") == nodeid for d in drills):
+            out.append(f"FAILED {nodeid.split('::')[-1]}: {reason}")
+    for d in drills:
+        reg = d.get("regression")
+        if isinstance(reg, dict) and reg.get("status") == "regression":
+            out.append(f"{str(d.get('test', '')).split('::')[-1]} ({d.get('fault')}): {reg.get('message')}")
+    return out + behind_lines(drills)
 
 
 def behind_lines(drills: list[dict[str, Any]]) -> list[str]:

@@ -14,7 +14,7 @@ asserted verdict was not applicable is reported skipped (:mod:`gameday.session`)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
@@ -52,12 +52,40 @@ class Verdict:
     detail: str = ""
     """The failure message, the reason it is not applicable, or for a pass what it was judged on
     where a part of it had no input (the headroom's utilisation without a utilisation source)."""
+    figure: str = ""
+    """What was measured, as shown (``2.31 s``, ``71 % peak utilisation``); empty: no figure."""
+    resolution: str = ""
+    """How precisely it is known (``± 0.10 s``); empty: exact or not a duration."""
+    limit: str = ""
+    """What it was judged against (``180 s``, ``80 %``, ``0 alarms``)."""
 
     def __str__(self) -> str:
         return f"{NA}{self.detail}" if self.outcome == "n/a" else self.outcome
 
     def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail}
+        return {"name": self.name, "outcome": self.outcome, "detail": self.detail, "figure": self.figure,
+                "resolution": self.resolution, "limit": self.limit}
+
+
+@dataclass
+class _Measured:
+    """What an ``assert_*`` fills in while it judges (the figure, resolution and limit it used)."""
+
+    figure: str = ""
+    resolution: str = ""
+    limit: str = ""
+    detail: str = ""
+    """For a pass: what it was judged on, where part of its input was missing."""
+
+    def duration(self, f: Figure, limit: float) -> None:
+        self.figure = "not reached" if f.value is None else f"{f.value:.2f} s"
+        self.resolution = "" if f.value is None else f"± {f.resolution:.2f} s"
+        self.limit = f"{limit:g} s"
+
+
+VerdictHook = Callable[["Verdict", BaseException | None], None]
+"""Called as each ``assert_*`` ends with its verdict and the assertion it raised (None: it
+passed or was not applicable); a report renders it (an Allure step that fails with it)."""
 
 
 @dataclass
@@ -116,6 +144,8 @@ class DrillResult:
     """Per source, its achieved poll rate (filled in when the fault's block ends)."""
     verdicts: list[Verdict] = field(default_factory=list)
     """Every ``assert_*`` called on this result, in order."""
+    on_verdict: VerdictHook | None = None
+    """Told of every verdict as its ``assert_*`` ends (the report's steps)."""
 
     # -- figures -----------------------------------------------------------------------
     @property
@@ -185,21 +215,39 @@ class DrillResult:
         return out
 
     @contextmanager
-    def _verdict(self, name: str) -> Iterator[None]:
-        """Record how the ``assert_*`` in the block ended."""
+    def _verdict(self, name: str) -> Iterator[_Measured]:
+        """Record how the ``assert_*`` in the block ended, with what it measured."""
+        m = _Measured()
         try:
-            yield
+            yield m
         except AssertionError as exc:
-            self.verdicts.append(Verdict(name, "fail", str(exc).splitlines()[0][:300] if str(exc) else ""))
+            self._record(Verdict(name, "fail", str(exc).splitlines()[0][:300] if str(exc) else "",
+                                 m.figure, m.resolution, m.limit), exc)
             raise
-        self.verdicts.append(Verdict(name, "pass"))
+        self._record(Verdict(name, "pass", m.detail, m.figure, m.resolution, m.limit), None)
+
+    def _record(self, v: Verdict, exc: BaseException | None) -> None:
+        self.verdicts.append(v)
+        if self.on_verdict is not None:
+            self.on_verdict(v, exc)
 
     def _na(self, name: str) -> str | None:
         """The reason *name* is not applicable (recorded as its verdict), or None."""
         reason = self.not_applicable().get(name)
         if reason is not None:
-            self.verdicts.append(Verdict(name, "n/a", reason))
+            self._record(Verdict(name, "n/a", reason), None)
         return reason
+
+    def peak_utilisation(self) -> tuple[str, float] | None:
+        """The surviving region with the highest utilisation during the fault, and that
+        utilisation (0..1); None when no survivor's utilisation was observed."""
+        tl = self.timeline.copy()
+        lo, hi = self.fault.t_fault, self._until
+        peaks = [(u.utilisation, u.region) for u in tl.util if u.region not in self.lost and lo <= u.t <= hi]
+        if not peaks:
+            return None
+        util, region = max(peaks)
+        return region, util
 
     @property
     def removes_region(self) -> bool:
@@ -225,8 +273,9 @@ class DrillResult:
     def assert_switchover_under(self, limit: float | None = None) -> Figure:
         """Switchover time below *limit* seconds (default: the SLO, 180 s)."""
         limit = self.slo.switchover_limit if limit is None else limit
-        with self._verdict("switchover"):
+        with self._verdict("switchover") as m:
             f = self.switchover()
+            m.duration(f, limit)
             how = "" if f.definition in ("", "entry-node versions") else f" (measured from {f.definition})"
             if f.value is None:
                 raise AssertionError(
@@ -239,16 +288,18 @@ class DrillResult:
 
     def assert_dns_converged(self, limit: float | None = None) -> Figure:
         limit = self.slo.switchover_limit if limit is None else limit
-        with self._verdict("dns_convergence"):
+        with self._verdict("dns_convergence") as m:
             f = self.dns_convergence()
+            m.duration(f, limit)
             if f.value is None or f.value > limit:
                 raise AssertionError(f"DNS did not converge within {limit:g} s: {f}; {f.detail}")
         return f
 
     def assert_client_recovered(self, limit: float | None = None) -> Figure:
         limit = self.slo.switchover_limit if limit is None else limit
-        with self._verdict("client_recovery"):
+        with self._verdict("client_recovery") as m:
             f = self.client_recovery()
+            m.duration(f, limit)
             if f.value is None or f.value > limit:
                 raise AssertionError(f"clients did not recover within {limit:g} s: {f.detail}")
         return f
@@ -256,8 +307,9 @@ class DrillResult:
     def assert_versions_incremented(self) -> Check:
         if (reason := self._na("versions")) is not None:
             return Check("versions", False, NA + reason, applicable=False)
-        with self._verdict("versions"):
+        with self._verdict("versions") as m:
             c = self.versions()
+            m.figure, m.limit = c.detail[:120], "increments for the fault and the restore, never back"
             if not c.passed:
                 raise AssertionError(f"version check failed: {c.detail}")
         return c
@@ -266,10 +318,11 @@ class DrillResult:
         """Versions never go back (for faults that change no routing, e.g. the control plane down)."""
         if (reason := self._na("versions")) is not None:
             return Check("versions", False, NA + reason, applicable=False)
-        with self._verdict("versions"):
+        with self._verdict("versions") as m:
             tl = self.timeline.copy()
             end = self.fault.t_restored or time.monotonic()
             c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False)
+            m.figure, m.limit = c.detail[:120], "never back"
             if not c.passed:
                 raise AssertionError(f"version check failed: {c.detail}")
         return c
@@ -283,8 +336,9 @@ class DrillResult:
     def assert_error_ratio_under(self, limit: float | None = None) -> float:
         """Traffic kept flowing: the client error ratio during the fault within *limit* (SLO)."""
         limit = self.slo.error_ratio if limit is None else limit
-        with self._verdict("error_ratio"):
+        with self._verdict("error_ratio") as m:
             ratio, n = self.client_error_ratio()
+            m.figure, m.limit = f"{ratio:.2%} of {n} requests", f"{limit:.2%}"
             if n == 0:
                 raise AssertionError(f"no client requests recorded during {self.fault.kind}: is the load running?")
             if ratio > limit:
@@ -297,7 +351,8 @@ class DrillResult:
         version stayed put, and the GSLB kept answering with every region it answered before.
         (Entry nodes that report no routes and a missing control-plane source are not judged;
         the GSLB always is.)"""
-        with self._verdict("route_changes"):
+        with self._verdict("route_changes") as m:
+            m.limit = "no entry-node route, control-plane version or GSLB answer change"
             tl = self.timeline.copy()
             t0, t1 = self.fault.t_fault, self._until
             problems = []
@@ -317,6 +372,7 @@ class DrillResult:
                 answered = any(self.fault.region in d.regions for d in tl.dns if t0 + 1.0 <= d.t <= t1)
                 if not answered:
                     problems.append(f"the GSLB stopped answering with region {self.fault.region}")
+            m.figure = f"{len(problems)} change(s)"
             if problems:
                 raise AssertionError("routes oscillated: " + "; ".join(problems[:6]))
 
@@ -341,8 +397,10 @@ class DrillResult:
     def assert_gradual_readmission(self, window: float = 2.0) -> tuple[float, float, float]:
         """R10: the returning region comes back on a weight ramp: its DNS share right after the
         restore is well below its share at the end of the observation and below its weight."""
-        with self._verdict("readmission"):
+        with self._verdict("readmission") as m:
             early, late, full = self.readmission_shares(window)
+            m.figure = f"DNS share {early:.0%} first {window:g} s, {late:.0%} at the end, {full:.0%} by weight"
+            m.limit = "first < 60 % of the end and of the weight"
             if late <= 0:
                 raise AssertionError(f"region {self.fault.region} never got DNS answers after the restore "
                                      f"(observed until t{self._until - self.fault.t_fault:+.1f} s)")
@@ -356,7 +414,10 @@ class DrillResult:
         """Static N-1 before the fault and dynamic headroom during it (n/a without capacities)."""
         if (reason := self._na("headroom")) is not None:
             return [Check("headroom", False, NA + reason, applicable=False)]
-        with self._verdict("headroom"):
+        with self._verdict("headroom") as m:
+            peak = self.peak_utilisation()
+            m.figure = f"{peak[1]:.0%} peak utilisation ({peak[0]})" if peak else "no utilisation observed"
+            m.limit = f"{self.slo.utilisation_limit:.0%}"
             capacity = {r: float(c or 0.0) for r, c in self.capacity.items()}
             static = static_headroom(capacity, self.offered, self.margin)
             tl = self.timeline.copy()
@@ -369,15 +430,18 @@ class DrillResult:
             failed = [c for c in (static, dyn) if not c.passed]
             if failed:
                 raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))
-        if "utilisation n/a" in dyn.detail:  # a pass on less than it could have been: say on what
-            self.verdicts[-1] = Verdict("headroom", "pass", f"dynamic_headroom: {dyn.detail}")
+            if unobservable:  # a pass on less than it could have been: say on what
+                m.detail = f"dynamic_headroom: {dyn.detail}"
+                if not peak:
+                    m.figure = "utilisation n/a (no utilisation source)"
         return [static, dyn]
 
     def assert_no_stale_snapshot_alarms(self) -> None:
         if self._na("stale_alarms") is not None:
             return
-        with self._verdict("stale_alarms"):
+        with self._verdict("stale_alarms") as m:
             events = self.stale_alarm_events()
+            m.figure, m.limit = f"{len(events)} alarm(s)", "0"
             if events:
                 raise AssertionError(f"{len(events)} stale-snapshot alarm(s) during the drill, expected 0: "
                                      + "; ".join(events[:5]))
@@ -386,8 +450,9 @@ class DrillResult:
         """The opposite check, for drills where staleness is real (control plane down)."""
         if self._na("stale_alarms") is not None:
             return []
-        with self._verdict("stale_alarms"):
+        with self._verdict("stale_alarms") as m:
             events = self.stale_alarm_events()
+            m.figure, m.limit = f"{len(events)} alarm(s)", "at least 1"
             if not events:
                 raise AssertionError(
                     f"expected a stale-snapshot alarm during {self.fault.kind} "
@@ -415,6 +480,10 @@ class DrillResult:
             out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = [] if "stale_alarms" in na else self.stale_alarm_events()
         out["not_applicable"] = na
+        peak = self.peak_utilisation() if "headroom" not in na else None
+        out["peak_utilisation"] = (None if peak is None else
+                                   {"region": peak[0], "utilisation": round(peak[1], 4),
+                                    "limit": self.slo.utilisation_limit})
         out["verdicts"] = [v.as_dict() for v in self.verdicts]
         if self.poll_rates:
             out["poll_rates"] = {k: r.as_dict() for k, r in self.poll_rates.items()}

@@ -1,0 +1,95 @@
+"""What a run's reports say about the run itself: its context, environment and history rows."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from gameday.errors import GamedayError
+from gameday.reports.history import HistoryRow
+
+
+def context(settings: Any, profile: Any) -> dict[str, str]:
+    """``target`` and ``topology`` (the profile's file for an external target)."""
+    where = str(profile.path) if profile is not None else str(settings.topology or "clusters/local.yaml")
+    return {"target": str(settings.target), "topology": where}
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def nats_server_version() -> str:
+    """``nats-server --version``'s answer (the binary the local target runs), or why not."""
+    try:
+        from gameday.targets.local.natsserver import nats_server_binary  # noqa: PLC0415
+
+        out = subprocess.run([nats_server_binary(), "--version"], capture_output=True, text=True, timeout=10,
+                             check=False)
+    except (OSError, subprocess.SubprocessError, GamedayError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    text = (out.stdout or out.stderr).strip()
+    return text.removeprefix("nats-server: ") or f"unknown (exit {out.returncode})"
+
+
+def environment(settings: Any, profile: Any, regions: list[str]) -> dict[str, str]:
+    """environment.properties: what a reviewer needs to know the run was what they think."""
+    from gameday import __version__  # noqa: PLC0415  (the package root imports this layer)
+
+    ctx = context(settings, profile)
+    return {"target": ctx["target"], "topology": ctx["topology"], "regions": ", ".join(regions),
+            "seed": str(settings.seed), "rounds": str(settings.rounds), "gameday": __version__,
+            "nats-server": nats_server_version(), "locust": _version("locust"),
+            "allure-pytest": _version("allure-pytest"), "python": platform.python_version(),
+            "switchover limit": f"{settings.slo.switchover_limit:g} s"}
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    """The commit checked out where the run started (``GITHUB_SHA`` on Actions), or None."""
+    if os.environ.get("GITHUB_SHA"):
+        return os.environ["GITHUB_SHA"]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10,
+                             check=False)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+    return None
+
+
+def _value(d: dict[str, Any], name: str) -> float | None:
+    f = d.get(name)
+    v = f.get("value_s") if isinstance(f, dict) else None
+    return float(v) if isinstance(v, int | float) else None
+
+
+def history_rows(drills: list[dict[str, Any]], *, run: str, commit: str | None, settings: Any, profile: Any,
+                 failed_tests: set[str], now: dt.datetime | None = None) -> list[HistoryRow]:
+    """One row per drill of the run (its summary dicts), for ``reports/history.jsonl``.
+
+    A drill passed when none of its verdicts failed, it was not aborted, and its test did
+    not fail for another reason (*failed_tests*: node ids).
+    """
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ctx = context(settings, profile)
+    rows = []
+    for d in drills:
+        nodeid = str(d.get("test", ""))
+        verdicts = d.get("verdicts") or []
+        passed = (not any(v.get("outcome") == "fail" for v in verdicts) and not d.get("aborted")
+                  and not d.get("casualty") and nodeid not in failed_tests)
+        rows.append(HistoryRow(time=stamp, run=run, commit=commit, target=ctx["target"], topology=ctx["topology"],
+                               seed=int(d.get("seed") or settings.seed), test=nodeid.split("[", maxsplit=1)[0],
+                               fault=str(d.get("fault")), region=str(d.get("region") or "-"),
+                               round=int(d.get("round") or 0), switchover_s=_value(d, "switchover"),
+                               dns_converge_s=_value(d, "dns_convergence"),
+                               client_recovery_s=_value(d, "client_recovery"), passed=passed))
+    return rows
