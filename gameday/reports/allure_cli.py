@@ -16,6 +16,7 @@ its history) as it was.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -51,7 +52,26 @@ def _tail(text: str, lines: int = 20) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
+def _npm_version(path: Path) -> str | None:
+    """The version of the npm package *path* belongs to (``allure-commandline``), read from its
+    package.json: that spares starting Java just to ask."""
+    for parent in list(path.resolve().parents)[:4]:
+        manifest = parent / "package.json"
+        if manifest.is_file():
+            try:
+                raw = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            if isinstance(raw, dict) and raw.get("name") == "allure-commandline" and isinstance(raw.get("version"), str):
+                return str(raw["version"])
+            return None
+    return None
+
+
 def _version(path: Path) -> str:
+    npm = _npm_version(path)
+    if npm is not None:
+        return npm
     try:
         proc = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
                               check=False)
