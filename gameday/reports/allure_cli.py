@@ -62,8 +62,10 @@ def _npm_version(path: Path) -> str | None:
                 raw = json.loads(manifest.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 return None
-            if isinstance(raw, dict) and raw.get("name") == "allure-commandline" and isinstance(raw.get("version"), str):
-                return str(raw["version"])
+            if not isinstance(raw, dict) or raw.get("name") != "allure-commandline":
+                return None
+            version = raw.get("version")
+            return version if isinstance(version, str) else None
             return None
     return None
 
