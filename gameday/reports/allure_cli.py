@@ -66,7 +66,6 @@ def _npm_version(path: Path) -> str | None:
                 return None
             version = raw.get("version")
             return version if isinstance(version, str) else None
-            return None
     return None
 
 

@@ -84,7 +84,11 @@ def _widget(page: Page, title: str) -> Locator:
 
 
 def check_allure_environment(page: Page, environment: dict[str, str]) -> None:
-    text = _widget(page, "Environment").inner_text(timeout=WAIT_MS)
+    widget = _widget(page, "Environment")
+    more = widget.get_by_text("Show all", exact=True)
+    if more.count():  # Allure lists the first five entries until asked for the rest
+        more.first.click(timeout=WAIT_MS)
+    text = widget.inner_text(timeout=WAIT_MS)
     missing = [f"{k} = {v}" for k, v in environment.items() if k not in text or v not in text]
     assert not missing, f"the Environment widget lacks {missing}; it shows: {text!r:.300}"
 
@@ -158,7 +162,8 @@ def check_builtin_test(page: Page, expected: Expected) -> None:
     shown = [t.strip() for t in article.locator(":scope > details > ol.steps > li > details > summary .step-name")
              .all_inner_texts()]
     assert list(expected.steps) == shown, f"{expected.name}: steps shown {shown}, expected {list(expected.steps)}"
-    closed = article.locator("li.step > details:not([open]) > summary")
+    # The test's own steps (not the folded fixtures), parents before children (document order).
+    closed = article.locator(":scope > details > ol.steps li.step > details:not([open]) > summary")
     for _ in range(50):  # bounded: each click opens one step
         if closed.count() == 0:
             break
