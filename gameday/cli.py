@@ -322,11 +322,11 @@ def _open_report(index: Path, *, served: bool) -> None:
     from gameday.reports.serve import serve_directory  # noqa: PLC0415
 
     # Allure's page loads its data with requests browsers refuse from file://: serve it.
-    with serve_directory(index.parent) as url:
+    with serve_directory(index.parent) as url, contextlib.suppress(KeyboardInterrupt):
         print(f"serving the report at {url}index.html; Ctrl-C stops", flush=True)
+        # Ctrl-C may come while the browser command still runs (webbrowser waits for some).
         webbrowser.open(f"{url}index.html")
-        with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
+        threading.Event().wait()
 
 
 def _seconds(raw: str) -> float:

@@ -8,6 +8,7 @@ small real allure-pytest runs (tests/report/tiny.py) reported one after the othe
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from collections.abc import Iterator
@@ -60,10 +61,14 @@ def _environment_of(results: Path) -> dict[str, str]:
 def _issue9_pending(results: Path, expected: pages.Expected) -> str:
     """What the drill's results still lack of what issue 9 asks the drill to write (steps,
     environment.properties); "" once they have it. (Another branch adds them; until it is
-    merged these checks cannot run on a drill, and the tiny runs check the same pages.)"""
+    merged these checks cannot run on a drill, and the tiny runs check the same pages; once
+    it is, gameday.reports.steps exists and a drill without steps fails here.)"""
     lacks = [what for what, ok in (("steps", bool(expected.steps)),
                                    ("environment.properties", (results / "environment.properties").is_file()))
              if not ok]
+    # Once the drill's step writer is in this tree, a drill without them is a failure, not a pending.
+    assert not (lacks and importlib.util.find_spec("gameday.reports.steps")), \
+        f"the drill wrote no {', '.join(lacks)} although gameday.reports.steps is installed"
     return ", ".join(lacks)
 
 
@@ -144,6 +149,10 @@ def test_allure_trend_fills_after_three_runs_and_overview_shows_environment_and_
     out, runs = three_runs
     trend = json.loads((out / "history" / "history-trend.json").read_text())
     assert [t["data"]["failed"] for t in trend] == [0, 1, 0], f"history-trend.json (newest first): {trend}"
+    # Each test's own history too (newest first): the drill test failed in the second run only.
+    history = json.loads((out / "history" / "history.json").read_text())
+    drill = next(v for v in history.values() if any(i["status"] == "failed" for i in v["items"]))
+    assert [i["status"] for i in drill["items"]] == ["passed", "failed", "passed"], drill
     with serve_directory(out) as base:
         pages.allure_overview(page, base)
         assert pages.allure_trend_runs(page) == 3

@@ -16,7 +16,7 @@ from gameday.errors import ReportError
 from gameday.reports.generate import ReportRequest, latest_results, make_report
 from gameday.reports.results import read_results
 from gameday.reports.trend import read_history
-from tests.report.conftest import REPORT_GROUP, gameday
+from tests.report.conftest import gameday
 from tests.report.tiny import CATEGORY, tiny_runs
 
 
@@ -127,20 +127,6 @@ def test_an_output_directory_that_is_not_a_report_is_refused(tmp_path: Path, tin
                 cwd=tmp_path)
     assert r.returncode == 2 and "exists and is not a report (no index.html in it)" in r.stderr, r.stderr
     assert sorted(p.name for p in project.iterdir()) == ["main.py"]
-
-
-@REPORT_GROUP
-def test_allure_carries_the_previous_history_into_the_new_report(
-        tmp_path: Path, tiny: tuple[Path, Path], report_tools: None) -> None:
-    out = tmp_path / "allure-report"
-    for results in tiny:
-        report = make_report(ReportRequest(reports=tmp_path, results=results, output=out, generator="allure"))
-        assert report.generator.startswith("allure 2.")
-    trend = json.loads((out / "history" / "history-trend.json").read_text())
-    assert [t["data"]["failed"] for t in trend] == [1, 0], trend  # newest first: the failed run, then the passed
-    history = json.loads((out / "history" / "history.json").read_text())
-    drill = next(v for v in history.values() if len(v["items"]) == 2)
-    assert [i["status"] for i in drill["items"]] == ["failed", "passed"]
 
 
 def test_history_lines_are_checked_naming_the_line_and_field(tmp_path: Path) -> None:
