@@ -5,6 +5,7 @@
 ``gameday restore``  revert every fault a killed runner left in the ledger.
 ``gameday down``     stop every federation still running under the reports directory.
 ``gameday init``     scaffold game days in your own project.
+``gameday report``   the HTML report of a run's Allure results (Allure, or a self-contained page).
 
 ``gameday drill`` runs pytest as its child and waits for it, however long the revert
 takes: Ctrl-C (which the terminal sends to both) SIGTERM and SIGHUP (a closed terminal) reach pytest, which reverts
@@ -298,6 +299,38 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from gameday.reports.generate import ReportRequest, make_report  # noqa: PLC0415
+
+    report = make_report(ReportRequest(
+        reports=Path(args.reports), results=Path(args.results) if args.results else None,
+        output=Path(args.output) if args.output else None, generator=args.generator,
+        history=Path(args.history) if args.history else None))
+    if report.note:
+        print(f"gameday report: {report.note}", file=sys.stderr)
+    print(f"{report.tests} test(s) from {report.results}, {report.runs_in_history} run(s) in the trend; "
+          f"report ({report.generator}): {report.index}", flush=True)
+    if args.open:
+        _open_report(report.index, served=report.generator != "builtin")
+    return 0
+
+
+def _open_report(index: Path, *, served: bool) -> None:
+    import webbrowser  # noqa: PLC0415
+
+    if not served:  # one self-contained file: the browser opens it from disk
+        webbrowser.open(index.resolve().as_uri())
+        return
+    from gameday.reports.serve import serve_directory  # noqa: PLC0415
+
+    # Allure's page loads its data with requests browsers refuse from file://: serve it.
+    with serve_directory(index.parent) as url, contextlib.suppress(KeyboardInterrupt):
+        print(f"serving the report at {url}index.html; Ctrl-C stops", flush=True)
+        # Ctrl-C may come while the browser command still runs (webbrowser waits for some).
+        webbrowser.open(f"{url}index.html")
+        threading.Event().wait()
+
+
 def _seconds(raw: str) -> float:
     """``gameday up --seconds``: a finite, non-negative number of seconds (at most a day)."""
     try:
@@ -365,6 +398,23 @@ def main(argv: list[str] | None = None) -> int:
     it.add_argument("--force", action="store_true", help="overwrite files gameday init wrote before")
     it.add_argument("--ci", choices=("github",), help="also write a scheduled workflow for this CI")
     it.set_defaults(fn=_cmd_init)
+    rp = sub.add_parser("report", help="generate the HTML report of a run (Allure when installed, else one page)",
+                        description="Generates the HTML report of an Allure results directory (default: the "
+                        "newest run's under --reports). With the Allure command line (npm allure-commandline; "
+                        "$GAMEDAY_ALLURE, PATH, or ~/.cache/gameday/allure) into reports/allure-report, "
+                        "carrying the previous report's history so Trend and History fill in; without it, a "
+                        "self-contained page into reports/gameday-report/index.html.")
+    rp.add_argument("--results", help="the Allure results directory (default: the newest run's under --reports)")
+    rp.add_argument("--output", help="where the report goes (default: reports/allure-report, or "
+                    "reports/gameday-report for the self-contained page)")
+    rp.add_argument("--reports", default="reports", help="the reports directory (default: reports)")
+    rp.add_argument("--history", help="the trend's history file (default: <reports>/history.jsonl)")
+    rp.add_argument("--generator", choices=("auto", "allure", "builtin"), default="auto",
+                    help="allure: require the Allure command line; builtin: the self-contained page; "
+                    "auto (default): Allure when installed")
+    rp.add_argument("--open", action="store_true", help="open the report in a browser (Allure's is served "
+                    "on loopback HTTP until Ctrl-C)")
+    rp.set_defaults(fn=_cmd_report)
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "drill":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -14,6 +14,7 @@ Every error gameday raises on purpose derives from :class:`GamedayError`::
     │   ├── ComponentDied           a component exited that the fault does not stop
     │   └── LoadCollapsed           the load generator exited or stopped offering the load
     ├── DrillRefused                the drill would break more than capacity allows; nothing injected
+    ├── ReportError                 `gameday report`: no results, unreadable results, the generator failed
     └── TransientError              a retryable failure (timeouts, connection refused)
 
 SLO breaches are *not* errors: they are plain ``AssertionError`` whose message says
@@ -61,6 +62,12 @@ class TargetUnreachable(TargetError):
 
 class ComponentFailed(TargetError):
     """A federation component exited unexpectedly or never became ready."""
+
+
+class ReportError(GamedayError):
+    """``gameday report`` cannot make the report: no or empty results, an unreadable result
+    file (named), an output directory it must not overwrite, or the generator failed (its
+    command and the tail of its output in the message)."""
 
 
 class FaultError(GamedayError):
