@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: drill up test lint bench restore clean
+.PHONY: drill up test lint bench restore report clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,6 +22,9 @@ up: $(STAMP)
 
 restore: $(STAMP)
 	$(VENV)/bin/gameday restore
+
+report: $(STAMP)
+	$(VENV)/bin/gameday report
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check gameday tests suites bench conftest.py
@@ -41,4 +44,4 @@ bench: $(STAMP)
 	$(PY) bench/run.py
 
 clean:
-	rm -rf reports/runs reports/.gameday reports/allure-results reports/*.xml
+	rm -rf reports/runs reports/.gameday reports/allure-results reports/*.xml reports/allure-report reports/gameday-report reports/screenshots
