@@ -76,6 +76,10 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
                                 "*: timing.heartbeat_interval: got 3 s, expected less than region_timeout (2 s)*"),
     "stale_before_a_heartbeat": (lambda: _edit("stale_after: 10.0", "stale_after: 0.5"),
                                  "*: timing.stale_after: got 0.5 s, expected more than heartbeat_interval (0.5 s)*"),
+    "layout_unknown": (lambda: _edit("state: durable", "state: durable\n  layout: mesh"),
+                       "*: control_plane.layout: got 'mesh', expected 'global' or 'regional'"),
+    "layout_not_a_string": (lambda: _edit("state: durable", "state: durable\n  layout: 12"),
+                            "*: control_plane.layout: got 12, expected 'global' or 'regional'"),
     "huge_value": (lambda: _edit("fallback: b", "fallback: " + "z" * 5000),
                    "*: regions[0].fallback: got 'zzz*...*zzz', expected one of ['a', 'b', 'c']"),
 }
