@@ -85,7 +85,11 @@ class LocalTarget:
             utilisation={r.name: [i.endpoint.url + "/status" for i in r.instances] for r in s.regions},
             nats_url=s.nats_url,
             broadcast_subject=broadcast_subject(s.run_id),
-            extra={"gslb_status": s.gslb_http.url + "/status", "logs": str(self.fed.logdir)},
+            extra={"gslb_status": s.gslb_http.url + "/status", "logs": str(self.fed.logdir),
+                   "layout": s.topology.layout,
+                   **({"regional_control_planes": {
+                       r: self.fed.listen_endpoint(n).url + "/status"
+                       for r, n in self.fed.regional_control_planes().items()}} if s.regional else {})},
             gslb=s.gslb_http.url + "/status",
             agents={r.name: r.agent.url + "/status" for r in s.regions},
             snapshot=s.control_plane.url + "/snapshot",
