@@ -151,6 +151,10 @@ class Follower:
         self.confirmed_at = time.monotonic()
         self.last_pull = {"kind": kind, "since": since, "version": diff.version,
                           "entries": len(diff.entries), "bytes": len(msg.data)}
+        # One line per applied version (pulls happen on new versions only): when each node
+        # had each version, for the propagation benchmarks and a reader of the logs.
+        self.log("snapshot_applied", scope=self.scope, version=diff.version, kind=kind,
+                 entries=len(diff.entries))
         if self.region is None:
             self.routable = routable_regions(self.replica.entries, self.regions)
             if self.routable != before:

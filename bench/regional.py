@@ -1,0 +1,219 @@
+"""(g) regional control planes (R14, issue 10): the ``global`` against the ``regional`` layout.
+
+At 12 and 30 generated regions (``scaled_topology``, the ``prod`` timing profile of
+``scale.py``), one federation per layout, side by side in one run (12 global, 12 regional,
+30 global, 30 regional):
+
+* **bring-up**: ``LocalFederation.start()`` until ``wait_ready`` (every entry node at the
+  global version and, in the regional layout, at its region's regional version).
+* **instance change -> region**: the harness publishes an agent-style
+  :class:`~gameday.fedapp.wire.Event` flipping one instance of the last region (on the
+  subject its agent uses: the global events subject in the ``global`` layout, the region's
+  own in the ``regional`` one); measured from the publish (harness ``CLOCK_MONOTONIC``) to
+  the last of the region's entry nodes (its gateway and proxy) logging ``snapshot_applied``
+  at a version holding the change (the snapshot the change lands in: global, or the
+  region's). The other instance stays healthy, so the region keeps serving: in the
+  regional layout the global tier hears nothing.
+* **gateway change -> federation**: the same with the last region's gateway health on the
+  global subject, to the last of *every* entry node at a global version holding it.
+* **control-plane CPU per change**: the CPU time (``/proc/<pid>/stat`` utime + stime) of
+  every control-plane process over the changes, minus their idle rate (measured over a
+  quiet 3 s before) times the duration, per change.
+
+Each change is published 100-200 ms after the previous one reached every node it must
+reach, so changes never coalesce. The event's ``epoch`` is above every agent's, so it
+applies (the federation is torn down afterwards).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import nats
+from common import BenchResult, LogTail, fmt, md_table, percentile, running_federation, scaled_topology
+from scale import PROFILES
+
+from gameday.errors import GamedayError
+from gameday.fedapp.wire import Event, events_subject, gateway_key, instance_key, regional_events_subject
+from gameday.targets.local.federation import LocalFederation
+
+SIZES = (12, 30)
+LAYOUTS = ("global", "regional")
+IDLE_S = 3.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """Total CPU seconds (user + system) of *pids* so far (gone ones count 0)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15)
+    return total
+
+
+def _cp_pids(fed: LocalFederation) -> list[int]:
+    return [c.pid for c in fed.components.values() if c.role == "controlplane" and c.pid is not None]
+
+
+async def _changes(fed: LocalFederation, kind: str, changes: int, idle_rate: float,
+                   timeout: float = 10.0) -> dict[str, Any]:
+    spec = fed.spec
+    region = spec.regions[-1]
+    epoch = time.time_ns()
+    if kind == "instance":
+        key = instance_key(region.name, region.instances[0].name)
+        subject = (regional_events_subject(spec.run_id, region.name) if spec.regional
+                   else events_subject(spec.run_id, region.name))
+        nodes = [f"gateway-{region.name}", f"proxy-{region.name}"]
+        cp_name = f"controlplane-{region.name}" if spec.regional else "controlplane"
+        scope = "regional" if spec.regional else "global"
+    else:
+        key, subject = gateway_key(region.name), events_subject(spec.run_id, region.name)
+        nodes, cp_name, scope = fed.entry_nodes(), "controlplane", "global"
+    tail_nodes, tail_cp = LogTail(fed.logdir, nodes), LogTail(fed.logdir, [cp_name])
+    tail_nodes.skip_to_end()
+    tail_cp.skip_to_end()
+    pids = _cp_pids(fed)
+    nc = await nats.connect(spec.nats_url, name=f"bench-regional-{kind}")
+    js = nc.jetstream()
+    samples: list[dict[str, Any]] = []
+    cpu0, t0 = _cpu_s(pids), time.monotonic()
+    try:
+        for seq in range(1, changes + 1):
+            healthy = seq % 2 == 0  # odd: unhealthy, even: healthy again (ends healthy)
+            value: dict[str, Any] = {"healthy": healthy, "weight": 1} if kind == "instance" else {"healthy": healthy}
+            ev = Event(region=region.name, epoch=epoch, seq=seq, key=key, value=value, observed_at=time.time())
+            t_pub = time.monotonic()
+            await js.publish(subject, ev.to_bytes(), headers={"Nats-Msg-Id": f"bench-{epoch}-{seq}"})
+            version: int | None = None
+            t_cp: float | None = None
+            applied: dict[str, list[tuple[int, float]]] = {n: [] for n in nodes}
+            reached: dict[str, float] = {}
+            deadline = t_pub + timeout
+            while time.monotonic() < deadline:
+                for _, d in tail_cp.read():
+                    if d.get("event") == "version" and d.get("key") == key and d.get("value") == value:
+                        version, t_cp = int(d["version"]), float(d["mono"])
+                for node, d in tail_nodes.read(skip=reached):
+                    if d.get("event") == "snapshot_applied" and d.get("scope") == scope:
+                        applied[node].append((int(d["version"]), float(d["mono"])))
+                if version is not None:
+                    for node, seen in applied.items():
+                        hit = next((t for v, t in seen if v >= version), None)
+                        if hit is not None:
+                            reached.setdefault(node, hit)
+                    if len(reached) == len(nodes):
+                        break
+                await asyncio.sleep(0.02)  # the figures come from log stamps, not from this poll
+            if version is None or t_cp is None or len(reached) < len(nodes):
+                samples.append({"seq": seq, "complete": False, "nodes_reached": len(reached), "nodes": len(nodes)})
+            else:
+                last = max(reached.values())
+                samples.append({"seq": seq, "complete": True, "version": version,
+                                "publish_to_last_ms": (last - t_pub) * 1000, "cp_to_last_ms": (last - t_cp) * 1000,
+                                "publish_to_cp_ms": (t_cp - t_pub) * 1000})
+            await asyncio.sleep(random.uniform(0.1, 0.2))
+    finally:
+        await nc.close()
+    wall, cpu = time.monotonic() - t0, _cpu_s(pids) - cpu0
+    ok = [s for s in samples if s["complete"]]
+
+    def q(name: str, p: float) -> float:
+        return percentile([s[name] for s in ok], p)
+
+    return {
+        "kind": kind, "region": region.name, "nodes": len(nodes), "changes": changes, "complete": len(ok),
+        "publish_to_last_ms": {"p50": q("publish_to_last_ms", 50), "p99": q("publish_to_last_ms", 99),
+                               "max": q("publish_to_last_ms", 100)},
+        "cp_to_last_ms": {"p50": q("cp_to_last_ms", 50), "p99": q("cp_to_last_ms", 99)},
+        "publish_to_cp_ms_p50": q("publish_to_cp_ms", 50),
+        "cp_cpu_s": round(cpu, 4), "wall_s": round(wall, 3), "cp_processes": len(pids),
+        "cp_cpu_ms_per_change": cpu / changes * 1000,
+        "cp_cpu_ms_per_change_net": max(0.0, cpu - idle_rate * wall) / changes * 1000,
+        "samples": samples,
+    }
+
+
+def _one(n: int, layout: str, changes: int) -> dict[str, Any]:
+    topo = scaled_topology(n, layout=layout, **PROFILES["prod"])  # type: ignore[arg-type]
+    with running_federation(topo, f"r14-{layout}{n}", timeout=180) as (fed, bringup):
+        out: dict[str, Any] = {"regions": n, "layout": layout, "processes": len(fed.components),
+                               "bringup_s": round(bringup, 3)}
+        time.sleep(1.0)  # start-up stragglers (late probes, alive marks) settle
+        pids = _cp_pids(fed)
+        c0, t0 = _cpu_s(pids), time.monotonic()
+        time.sleep(IDLE_S)
+        idle_rate = (_cpu_s(pids) - c0) / (time.monotonic() - t0)
+        out["cp_idle_cores"] = round(idle_rate, 4)
+        out["instance"] = asyncio.run(_changes(fed, "instance", changes, idle_rate))
+        out["gateway"] = asyncio.run(_changes(fed, "gateway", changes, idle_rate))
+        return out
+
+
+def run(quick: bool) -> BenchResult:
+    changes = 10 if quick else 30
+    runs: list[dict[str, Any]] = []
+    for n in SIZES:
+        for layout in LAYOUTS:
+            try:
+                runs.append(_one(n, layout, changes))
+            except GamedayError as exc:
+                runs.append({"regions": n, "layout": layout, "error": str(exc)[:500]})
+            time.sleep(0.5)
+    res = BenchResult("regional", "(g) regional control planes (R14): global vs regional layout")
+    res.data = {"changes": changes, "profile": PROFILES["prod"], "runs": runs}
+    by = {(r["regions"], r["layout"]): r for r in runs}
+    rows = []
+    for r in runs:
+        if "error" in r:
+            rows.append([r["regions"], r["layout"], "-", "bring-up failed", *["-"] * 8])
+            continue
+        i, g = r["instance"], r["gateway"]
+        n, layout = r["regions"], r["layout"]
+        glob = by.get((n, "global"), {})
+        target = ""
+        if n == 30 and layout == "regional":
+            ok_region = i["publish_to_last_ms"]["p99"] <= 50
+            g_p99 = glob["gateway"]["publish_to_last_ms"]["p99"] if "gateway" in glob else None
+            ok_global = g_p99 is not None and g["publish_to_last_ms"]["p99"] <= g_p99
+            ok_up = r["bringup_s"] <= 15
+            target = (f"regional p99 {'PASS' if ok_region else 'FAIL'}; global p99 {'PASS' if ok_global else 'FAIL'}"
+                      f"; bring-up {'PASS' if ok_up else 'FAIL'}")
+        rows.append([
+            n, layout, r["processes"], fmt(r["bringup_s"], 2),
+            f"{fmt(i['publish_to_last_ms']['p50'])} / {fmt(i['publish_to_last_ms']['p99'])}",
+            f"{i['complete']}/{i['changes']}",
+            f"{fmt(g['publish_to_last_ms']['p50'])} / {fmt(g['publish_to_last_ms']['p99'])}",
+            f"{g['complete']}/{g['changes']}",
+            fmt(i["cp_cpu_ms_per_change_net"], 2), fmt(g["cp_cpu_ms_per_change_net"], 2),
+            fmt(r["cp_idle_cores"] * 100, 1), target,
+        ])
+    res.tables.append(md_table(
+        ["regions", "layout", "processes", "bring-up s", "instance -> region p50 / p99 ms", "ok",
+         "gateway -> federation p50 / p99 ms", "ok", "cp CPU ms / instance change", "cp CPU ms / gateway change",
+         "cp idle CPU %", "targets @30 (regional p99 <= 50 ms, global p99 <= global layout's, bring-up <= 15 s)"],
+        rows))
+    res.notes.append(
+        "Latencies: harness publish on JetStream -> the last entry node that must have the change logging "
+        "`snapshot_applied` at a version holding it (both CLOCK_MONOTONIC): the region's gateway and proxy for an "
+        "instance change, every gateway and proxy for a gateway change. CPU: every control-plane process "
+        "(1 in the global layout, 1 + one per region in the regional one), utime + stime over the changes minus "
+        f"their idle rate (measured over {IDLE_S:g} s before) times the duration, per change. "
+        f"{changes} changes of each kind per federation, spaced 100-200 ms after the previous one arrived; "
+        "`prod` timing profile (1 s probes; the chain measured does not depend on probe timings). One bring-up "
+        "per federation." + (" --quick: fewer changes." if quick else ""))
+    return res
+
+
+if __name__ == "__main__":
+    r = run(quick=True)
+    print("\n".join(r.tables))
