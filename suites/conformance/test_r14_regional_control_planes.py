@@ -9,7 +9,8 @@ answering with a version, and every entry node must say it follows its regional 
 the faults every drill uses:
 
 1. a regional event (the instances of one region fail ``/readyz``) moves that region's
-   regional version, no other region's, and no entry node's regional version outside
+   regional version (for the fault and for the restore: the drill's version verdict of
+   an instance outage reads it), no other region's, and no entry node's regional version outside
    the region; no instance entry ever reaches the global snapshot (the global tier hears
    only that the region stopped serving, which is global routing);
 2. a global event (a gateway fails ``/readyz``) reaches every entry node of every region
@@ -69,7 +70,7 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
     region = drill.pick_region()
     proxy = f"proxy-{region}"
     before, nodes_before = _regional_versions(view, regional), _node_regional(view)
-    with drill.fault("instances_unready", region):
+    with drill.fault("instances_unready", region) as outage:
         def moved():
             st = view.try_json(view.ep.entry_nodes[proxy]) or {}
             return (_regional_versions(view, {region: regional[region]})[region] != before[region]
@@ -84,6 +85,10 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
                if view.ep.node_region(n) != region and v != nodes_before[n]}
     assert not outside, (f"expected no entry node outside {region} to see a regional event of {region}; "
                          f"their regional versions moved: {outside}")
+    versions = outage.result.versions()  # an instance outage: judged by the region's regional version
+    assert versions.passed and "regional version" in versions.detail, (
+        f"expected {region}'s regional version to rise for its instances' outage and again for the restore, "
+        f"and never to fall: {versions.detail}")
     leaked = sorted(k for k in entries if "/instance/" in k)
     assert not leaked, (f"expected instance health to stay in the regional snapshots; the global snapshot holds "
                         f"{len(leaked)} instance entries, e.g. {leaked[:3]}")
