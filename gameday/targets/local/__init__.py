@@ -23,6 +23,11 @@ from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instanc
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.topology import Topology
 
+READY_TIMEOUT = 30.0
+"""Seconds a federation of up to 10 regions has to come up and be ready; larger ones get
+:data:`READY_PER_REGION` more per region (more processes to fork, probe and converge)."""
+READY_PER_REGION = 2.0
+
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
 
@@ -51,14 +56,17 @@ class LocalTarget:
         return cls(fed.spec.topology, Path(ref["workdir"]), fed)
 
     # -- lifecycle -----------------------------------------------------------------------
+    def _ready_timeout(self) -> float:
+        return READY_TIMEOUT + READY_PER_REGION * max(0, len(self.topology.regions) - 10)
+
     def up(self) -> None:
         if not self._up:
-            self.fed.start()
+            self.fed.start(timeout=self._ready_timeout())
             self._up = True
 
     def deploy(self) -> None:
         """The local federation runs the app as part of :meth:`up`; wait until it serves."""
-        self.fed.wait_ready(30)
+        self.fed.wait_ready(self._ready_timeout())
 
     def down(self) -> None:
         self.fed.stop()
