@@ -1,8 +1,9 @@
 """(g) regional control planes (R14, issue 10): the ``global`` against the ``regional`` layout.
 
 At 12 and 30 generated regions (``scaled_topology``, the ``prod`` timing profile of
-``scale.py``), one federation per layout, side by side in one run (12 global, 12 regional,
-30 global, 30 regional):
+``scale.py``), one federation per layout. At each size each layout is first brought up
+alone (the bring-up figure); then both run side by side and take turns, round by round
+(the order alternating), so that both see the same load on a shared machine:
 
 * **bring-up**: ``LocalFederation.start()`` until ``wait_ready`` (every entry node at the
   global version and, in the regional layout, at its region's regional version).
@@ -28,6 +29,7 @@ applies (the federation is torn down afterwards).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from common import BenchResult, LogTail, fmt, md_table, percentile, running_federation, scaled_topology
+from common import BenchResult, LogTail, fmt, loadavg, md_table, percentile, running_federation, scaled_topology
 from scale import PROFILES
 
 from gameday.errors import GamedayError
@@ -143,34 +145,78 @@ async def _changes(fed: LocalFederation, kind: str, changes: int, idle_rate: flo
     }
 
 
-def _one(n: int, layout: str, changes: int) -> dict[str, Any]:
-    topo = scaled_topology(n, layout=layout, **PROFILES["prod"])  # type: ignore[arg-type]
-    with running_federation(topo, f"r14-{layout}{n}", timeout=180) as (fed, bringup):
-        out: dict[str, Any] = {"regions": n, "layout": layout, "processes": len(fed.components),
-                               "bringup_s": round(bringup, 3)}
+def _merge(parts: list[dict[str, Any]], idle_rate: float) -> dict[str, Any]:
+    """One kind's rounds folded into one result (samples pooled, CPU summed)."""
+    samples = [x for p in parts for x in p["samples"]]
+    ok = [x for x in samples if x["complete"]]
+    cpu, wall = sum(p["cp_cpu_s"] for p in parts), sum(p["wall_s"] for p in parts)
+    n = len(samples)
+
+    def q(name: str, pct: float) -> float:
+        return percentile([x[name] for x in ok], pct)
+
+    return {
+        "kind": parts[0]["kind"], "region": parts[0]["region"], "nodes": parts[0]["nodes"], "changes": n,
+        "complete": len(ok), "rounds": len(parts),
+        "publish_to_last_ms": {"p50": q("publish_to_last_ms", 50), "p99": q("publish_to_last_ms", 99),
+                               "max": q("publish_to_last_ms", 100)},
+        "cp_to_last_ms": {"p50": q("cp_to_last_ms", 50), "p99": q("cp_to_last_ms", 99)},
+        "publish_to_cp_ms_p50": q("publish_to_cp_ms", 50),
+        "per_round_p50_ms": [p["publish_to_last_ms"]["p50"] for p in parts],
+        "cp_cpu_s": round(cpu, 4), "wall_s": round(wall, 3),
+        "cp_cpu_ms_per_change": cpu / max(1, n) * 1000,
+        "cp_cpu_ms_per_change_net": max(0.0, cpu - idle_rate * wall) / max(1, n) * 1000,
+        "samples": samples,
+    }
+
+
+def _size(n: int, changes: int, rounds: int) -> list[dict[str, Any]]:
+    """Both layouts at *n* regions: each brought up alone (the bring-up figure), then both
+    running side by side for alternating rounds of changes (same machine load for both)."""
+    topos = {layout: scaled_topology(n, layout=layout, **PROFILES["prod"]) for layout in LAYOUTS}  # type: ignore[arg-type]
+    out: dict[str, dict[str, Any]] = {}
+    for layout in LAYOUTS:
+        with running_federation(topos[layout], f"r14-{layout}{n}", timeout=180) as (fed, bringup):
+            out[layout] = {"regions": n, "layout": layout, "processes": len(fed.components),
+                           "bringup_s": round(bringup, 3), "loadavg_at_bringup": loadavg()}
+        time.sleep(0.5)
+    with contextlib.ExitStack() as stack:
+        feds = {layout: stack.enter_context(running_federation(topos[layout], f"r14-{layout}{n}b", timeout=180))[0]
+                for layout in LAYOUTS}
         time.sleep(1.0)  # start-up stragglers (late probes, alive marks) settle
-        pids = _cp_pids(fed)
-        c0, t0 = _cpu_s(pids), time.monotonic()
-        time.sleep(IDLE_S)
-        idle_rate = (_cpu_s(pids) - c0) / (time.monotonic() - t0)
-        out["cp_idle_cores"] = round(idle_rate, 4)
-        out["instance"] = asyncio.run(_changes(fed, "instance", changes, idle_rate))
-        out["gateway"] = asyncio.run(_changes(fed, "gateway", changes, idle_rate))
-        return out
+        idle: dict[str, float] = {}
+        for layout, fed in feds.items():
+            pids = _cp_pids(fed)
+            c0, t0 = _cpu_s(pids), time.monotonic()
+            time.sleep(IDLE_S)
+            idle[layout] = (_cpu_s(pids) - c0) / (time.monotonic() - t0)
+            out[layout]["cp_idle_cores"] = round(idle[layout], 4)
+        parts: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        per_round = changes // rounds // 2 * 2  # even: every round ends healthy
+        for rnd in range(rounds):
+            order = LAYOUTS if rnd % 2 == 0 else tuple(reversed(LAYOUTS))
+            for layout in order:
+                for kind in ("instance", "gateway"):
+                    part = asyncio.run(_changes(feds[layout], kind, per_round, idle[layout]))
+                    parts.setdefault((layout, kind), []).append(part)
+        for layout in LAYOUTS:
+            out[layout]["loadavg_after"] = loadavg()
+            for kind in ("instance", "gateway"):
+                out[layout][kind] = _merge(parts[(layout, kind)], idle[layout])
+    return [out[layout] for layout in LAYOUTS]
 
 
 def run(quick: bool) -> BenchResult:
-    changes = 10 if quick else 30
+    changes, rounds = (10, 1) if quick else (30, 3)
     runs: list[dict[str, Any]] = []
     for n in SIZES:
-        for layout in LAYOUTS:
-            try:
-                runs.append(_one(n, layout, changes))
-            except GamedayError as exc:
-                runs.append({"regions": n, "layout": layout, "error": str(exc)[:500]})
-            time.sleep(0.5)
+        try:
+            runs += _size(n, changes, rounds)
+        except GamedayError as exc:
+            runs += [{"regions": n, "layout": layout, "error": str(exc)[:500]} for layout in LAYOUTS]
+        time.sleep(0.5)
     res = BenchResult("regional", "(g) regional control planes (R14): global vs regional layout")
-    res.data = {"changes": changes, "profile": PROFILES["prod"], "runs": runs}
+    res.data = {"changes": changes, "rounds": rounds, "profile": PROFILES["prod"], "runs": runs}
     by = {(r["regions"], r["layout"]): r for r in runs}
     rows = []
     for r in runs:
@@ -202,15 +248,28 @@ def run(quick: bool) -> BenchResult:
          "gateway -> federation p50 / p99 ms", "ok", "cp CPU ms / instance change", "cp CPU ms / gateway change",
          "cp idle CPU %", "targets @30 (regional p99 <= 50 ms, global p99 <= global layout's, bring-up <= 15 s)"],
         rows))
+    ratio_rows = []
+    for n in SIZES:
+        g, r = by.get((n, "global"), {}), by.get((n, "regional"), {})
+        if "instance" not in g or "instance" not in r:
+            continue
+        for kind in ("instance", "gateway"):
+            gs, rs = g[kind]["per_round_p50_ms"], r[kind]["per_round_p50_ms"]
+            ratio_rows.append([n, kind, *(fmt(b / a, 2) if a else "-" for a, b in zip(gs, rs, strict=False))])
+    if ratio_rows:
+        res.tables.append(md_table(["regions", "change", *(f"round {i + 1} regional/global p50"
+                                                           for i in range(rounds))], ratio_rows))
     res.notes.append(
         "Latencies: harness publish on JetStream -> the last entry node that must have the change logging "
         "`snapshot_applied` at a version holding it (both CLOCK_MONOTONIC): the region's gateway and proxy for an "
         "instance change, every gateway and proxy for a gateway change. CPU: every control-plane process "
         "(1 in the global layout, 1 + one per region in the regional one), utime + stime over the changes minus "
         f"their idle rate (measured over {IDLE_S:g} s before) times the duration, per change. "
-        f"{changes} changes of each kind per federation, spaced 100-200 ms after the previous one arrived; "
-        "`prod` timing profile (1 s probes; the chain measured does not depend on probe timings). One bring-up "
-        "per federation." + (" --quick: fewer changes." if quick else ""))
+        f"{changes} changes of each kind per federation in {rounds} round(s), spaced 100-200 ms after the previous "
+        "one arrived; the two layouts of a size run side by side (both federations up) and take turns round by "
+        "round, so both see the same machine load. Bring-up: each federation alone, once, before that. "
+        "`prod` timing profile (1 s probes; the chain measured does not depend on probe timings)."
+        + (" --quick: fewer changes, one round." if quick else ""))
     return res
 
 
