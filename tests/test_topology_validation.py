@@ -157,3 +157,13 @@ def test_shown_bounds_the_work_and_the_length() -> None:
     assert len(shown(nested)) <= 80
     assert "..." in shown("x" * 10_000) and len(shown("x" * 10_000)) <= 80
     assert shown(3.5) == "3.5"
+
+
+def test_the_regional_layout_is_refused_where_kind_and_kube_deploy_one_control_plane() -> None:
+    data = load_topology(k8s_files.KIND_TOPOLOGY).model_dump()
+    data["control_plane"]["layout"] = "regional"
+    with pytest.raises(ConfigError, match=r"^k.yaml: control_plane.layout: 'regional' \(set\) runs on the local "
+                                          r"target only; .* set control_plane.layout: global$"):
+        parse_topology(data, "k.yaml")
+    data["control_plane"]["layout"] = "global"
+    assert parse_topology(data, "k.yaml").layout == "global"
