@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import Topology, load_topology, parse_topology
+from gameday.topology import Layout, Topology, generated_topology, load_topology, parse_topology
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
@@ -79,24 +79,21 @@ def local_topology(**timing: float) -> Topology:
     return parse_topology(data, "bench:local")
 
 
-def scaled_topology(regions: int, *, capacity_rps: float | None = None, **timing: float) -> Topology:
-    """``clusters/local.yaml``'s timings and load with *regions* generated regions ``r01..rNN``.
+def scaled_topology(regions: int, *, capacity_rps: float | None = None, layout: Layout | None = None,
+                    **timing: float) -> Topology:
+    """``clusters/local.yaml``'s timings and load with *regions* generated regions ``r01..rNN``
+    (:func:`gameday.topology.generated_topology`).
 
     Each region has the default 2 instances, weight 10 and falls back to the next region;
-    ``capacity_rps`` (per instance) defaults to local.yaml's.
+    ``capacity_rps`` (per instance) defaults to local.yaml's. *layout* is the control-plane
+    layout (None: the topology's default, ``regional`` above 10 regions).
     """
-    base = load_topology()
-    data = base.model_dump()
-    names = [f"r{i:02d}" for i in range(1, regions + 1)]
-    cap = capacity_rps if capacity_rps is not None else base.regions[0].capacity_rps
-    data["name"] = f"bench-{regions}"
-    data["primary"] = names[0]
-    data["regions"] = [
-        {"name": n, "weight": 10, "fallback": names[(i + 1) % regions] if regions > 1 else None,
-         "instances": 2, "capacity_rps": cap}
-        for i, n in enumerate(names)
-    ]
-    data["timing"].update(timing)
+    topo = generated_topology(regions, layout=layout, name=f"bench-{regions}", **timing)
+    if capacity_rps is None:
+        return topo
+    data = topo.model_dump()
+    for r in data["regions"]:
+        r["capacity_rps"] = capacity_rps
     return parse_topology(data, f"bench:{regions}-regions")
 
 

@@ -5,7 +5,7 @@
     .venv/bin/python bench/run.py --only gateway_cost,propagation
 
 Benchmarks (see bench/README.md): gateway_cost (a), propagation (b), bringup (c),
-calibrated_drill (d), drill_wall (e), observer_rate (f). Not timed tests: they measure and report; the
+calibrated_drill (d), drill_wall (e), observer_rate (f), regional (g). Not timed tests: they measure and report; the
 Markdown says PASS/FAIL against each issue's target but the exit code is 0 unless a
 benchmark crashed.
 """
@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from common import BenchResult, loadavg  # noqa: E402  (bench/ is not a package)
 
-NAMES = ("gateway_cost", "propagation", "bringup", "calibrated_drill", "drill_wall", "observer_rate")
+NAMES = ("gateway_cost", "propagation", "bringup", "calibrated_drill", "drill_wall", "observer_rate", "regional")
 
 
 def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
@@ -55,6 +55,7 @@ def run(only: list[str], quick: bool) -> list[BenchResult]:
     import drill_wall
     import gateway_cost
     import observer_rate
+    import regional
     import scale
 
     results: list[BenchResult] = []
@@ -70,6 +71,8 @@ def run(only: list[str], quick: bool) -> list[BenchResult]:
         results += _timed("drill_wall", lambda: [drill_wall.run(quick)])
     if "observer_rate" in only:
         results += _timed("observer_rate", lambda: [observer_rate.run(quick)])
+    if "regional" in only:
+        results += _timed("regional", lambda: [regional.run(quick)])
     return results
 
 

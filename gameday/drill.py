@@ -256,7 +256,7 @@ class Drill:
                 capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
                 margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
                 already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
-                cut_off=(region,) if fk.cuts_off_region and region else (),
+                cut_off=(region,) if fk.cuts_off_region and region else (), instance_outage=fk.hits_instances,
                 control_plane_source=observer.sources.control_plane is not None,
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
                 clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,

@@ -53,6 +53,15 @@ class CpObs:
 
 
 @dataclass(frozen=True, slots=True)
+class RegionalCpObs:
+    """A region's own control-plane version seen at ``t`` (the regional layout, R14)."""
+
+    t: float
+    region: str
+    version: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class AlarmObs:
     """A stale-snapshot alarm (or its clearing) logged by a node."""
 
@@ -155,6 +164,8 @@ class Timeline:
     nodes: list[NodeObs] = field(default_factory=list)
     dns: list[DnsObs] = field(default_factory=list)
     cp: list[CpObs] = field(default_factory=list)
+    regional_cp: list[RegionalCpObs] = field(default_factory=list)
+    """Regional control planes' versions (R14); kept apart from :attr:`cp`, the global one."""
     alarms: list[AlarmObs] = field(default_factory=list)
     util: list[UtilObs] = field(default_factory=list)
     requests: list[RequestRec] = field(default_factory=list)
@@ -162,9 +173,12 @@ class Timeline:
     liveness: list[ComponentObs] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def add(self, obs: NodeObs | DnsObs | CpObs | AlarmObs | UtilObs | RequestRec | Mark | ComponentObs) -> None:
+    def add(self, obs: NodeObs | DnsObs | CpObs | RegionalCpObs | AlarmObs | UtilObs | RequestRec | Mark
+            | ComponentObs) -> None:
         with self._lock:
-            if isinstance(obs, NodeObs):
+            if isinstance(obs, RegionalCpObs):
+                self.regional_cp.append(obs)
+            elif isinstance(obs, NodeObs):
                 self.nodes.append(obs)
             elif isinstance(obs, DnsObs):
                 self.dns.append(obs)
@@ -203,6 +217,7 @@ class Timeline:
         with self._lock:
             return Timeline(
                 t0=self.t0, nodes=list(self.nodes), dns=list(self.dns), cp=list(self.cp),
+                regional_cp=list(self.regional_cp),
                 alarms=list(self.alarms), util=list(self.util),
                 requests=sorted(self.requests, key=lambda r: r.t), marks=list(self.marks),
                 liveness=list(self.liveness),

@@ -111,8 +111,22 @@ class Timing(_Model):
         return self.fall * self.probe_interval + self.probe_timeout
 
 
+REGIONAL_ABOVE = 10
+"""Regions above which the control plane is split per region by default (R14: article 000's
+large-scale layout, "more than 10 clusters")."""
+
+Layout = Literal["global", "regional"]
+
+
 class ControlPlane(_Model):
-    """How the federation control plane keeps its state."""
+    """How the federation control plane keeps its state, and how it is laid out."""
+
+    layout: Layout | None = None
+    """``global``: one control plane for the whole federation (one snapshot, one version).
+    ``regional`` (R14): one control plane per region keeping that region's instance health
+    in a regional snapshot of its own, plus the global tier for what changes global routing
+    (gateway health, region liveness and weights). ``None`` (not set): ``regional`` above
+    :data:`REGIONAL_ABOVE` regions, ``global`` otherwise; see :attr:`Topology.layout`."""
 
     state: Literal["durable", "ephemeral"] = "durable"
     """``durable`` keeps the snapshot in JetStream KV (survives restarts); ``ephemeral``
@@ -231,6 +245,13 @@ class Topology(_Model):
                     raise ValueError(f"defects.{fld}: got {shown(r)}, expected one of {sorted(seen)}")
         if self.contexts is not None:
             self._check_contexts(self.contexts, names)
+            if self.layout == "regional":
+                how = ("set" if self.control_plane.layout is not None
+                       else f"the default above {REGIONAL_ABOVE} regions ({len(names)} here)")
+                raise ValueError(
+                    f"control_plane.layout: 'regional' ({how}) runs on the local target only; the kind and "
+                    "kube targets (contexts given) deploy one global control plane: set control_plane.layout: "
+                    "global")
         if self.primary is not None and self.primary not in seen:
             raise ValueError(f"primary: got {shown(self.primary)}, expected one of {sorted(seen)}")
         return self
@@ -253,6 +274,14 @@ class Topology(_Model):
             if not ctx.strip() or len(ctx) > 253:
                 raise ValueError(f"contexts.{key}: got {shown(ctx)}, expected a kubeconfig context name "
                                  "(1..253 characters)")
+
+    @property
+    def layout(self) -> Layout:
+        """The control-plane layout in force: ``control_plane.layout`` if set, else
+        ``regional`` above :data:`REGIONAL_ABOVE` regions and ``global`` otherwise."""
+        if self.control_plane.layout is not None:
+            return self.control_plane.layout
+        return "regional" if len(self.regions) > REGIONAL_ABOVE else "global"
 
     @property
     def primary_region(self) -> str:
@@ -408,6 +437,37 @@ def parse_topology(data: Any, source: str = "<topology>") -> Topology:
         raise ConfigError(
             format_validation_error(source, exc), source=source, field=_loc(tuple(first["loc"]))
         ) from exc
+
+
+def generated_topology(regions: int, *, layout: Layout | None = None, base: Topology | None = None,
+                       instances: int = 2, name: str | None = None, **timing: float) -> Topology:
+    """A topology of *regions* generated regions ``r01..rNN`` (the large-scale checks and benchmarks).
+
+    Zone, service, timings, load and control-plane state come from *base* (default:
+    ``clusters/local.yaml``), *timing* overrides the timings. Every region has *instances*
+    app instances of the base's first region's capacity, weight 10, and falls back to the
+    next region (the last one to the first). *layout* sets ``control_plane.layout`` (None
+    leaves it to the region count).
+
+    Raises:
+        ConfigError: *regions* is outside 2..250 or a timing override is invalid; the
+            message names the field as for a file.
+    """
+    b = base if base is not None else load_topology()
+    data = b.model_dump()
+    names = [f"r{i:02d}" if regions < 100 else f"r{i:03d}" for i in range(1, regions + 1)]
+    data["name"] = name or f"generated-{regions}"
+    data["primary"] = names[0] if names else None
+    data["contexts"] = None
+    data["defects"] = {}
+    data["regions"] = [
+        {"name": n, "weight": 10, "fallback": names[(i + 1) % regions] if regions > 1 else None,
+         "instances": instances, "capacity_rps": b.regions[0].capacity_rps}
+        for i, n in enumerate(names)
+    ]
+    data["timing"].update(timing)
+    data["control_plane"]["layout"] = layout
+    return parse_topology(data, f"<generated topology of {regions} regions>")
 
 
 def load_topology(path: str | Path | None = None) -> Topology:

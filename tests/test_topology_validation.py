@@ -76,6 +76,10 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
                                 "*: timing.heartbeat_interval: got 3 s, expected less than region_timeout (2 s)*"),
     "stale_before_a_heartbeat": (lambda: _edit("stale_after: 10.0", "stale_after: 0.5"),
                                  "*: timing.stale_after: got 0.5 s, expected more than heartbeat_interval (0.5 s)*"),
+    "layout_unknown": (lambda: _edit("state: durable", "state: durable\n  layout: mesh"),
+                       "*: control_plane.layout: got 'mesh', expected 'global' or 'regional'"),
+    "layout_not_a_string": (lambda: _edit("state: durable", "state: durable\n  layout: 12"),
+                            "*: control_plane.layout: got 12, expected 'global' or 'regional'"),
     "huge_value": (lambda: _edit("fallback: b", "fallback: " + "z" * 5000),
                    "*: regions[0].fallback: got 'zzz*...*zzz', expected one of ['a', 'b', 'c']"),
 }
@@ -153,3 +157,13 @@ def test_shown_bounds_the_work_and_the_length() -> None:
     assert len(shown(nested)) <= 80
     assert "..." in shown("x" * 10_000) and len(shown("x" * 10_000)) <= 80
     assert shown(3.5) == "3.5"
+
+
+def test_the_regional_layout_is_refused_where_kind_and_kube_deploy_one_control_plane() -> None:
+    data = load_topology(k8s_files.KIND_TOPOLOGY).model_dump()
+    data["control_plane"]["layout"] = "regional"
+    with pytest.raises(ConfigError, match=r"^k.yaml: control_plane.layout: 'regional' \(set\) runs on the local "
+                                          r"target only; .* set control_plane.layout: global$"):
+        parse_topology(data, "k.yaml")
+    data["control_plane"]["layout"] = "global"
+    assert parse_topology(data, "k.yaml").layout == "global"

@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from gameday.settings import SLO
-from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline, UtilObs
+from gameday.timeline import (
+    AlarmObs,
+    CpObs,
+    DnsObs,
+    FaultWindow,
+    NodeObs,
+    RegionalCpObs,
+    RequestRec,
+    Timeline,
+    UtilObs,
+)
 from gameday.verdicts.capacity import dynamic_headroom, static_headroom
 from gameday.verdicts.measure import client_recovery, dns_convergence, switchover, version_check
 from gameday.verdicts.result import DrillResult
@@ -134,3 +144,30 @@ def test_dynamic_headroom_says_na_for_regions_without_a_utilisation_source() -> 
     # Without the flag, a survivor with no observation is still a failure (a source that went quiet).
     c = dynamic_headroom([], ok, ("b",), start=0.5, end=3.0, utilisation_limit=0.8, overload_ratio=0.01)
     assert not c.passed and "no utilisation observed for region b" in c.detail
+
+
+def test_an_instance_outage_is_judged_by_its_regional_version_where_there_is_one() -> None:
+    """R14's regional layout: the instances' health lives in the region's own snapshot, so a
+    fault on them must move that region's regional version (the global one may not move at
+    all); a region outage is still judged by the global version."""
+    flat_global = [CpObs(0.0, 40), CpObs(2.0, 40), CpObs(5.0, 40), CpObs(6.0, 40)]
+    regional = [RegionalCpObs(0.0, "c", 3), RegionalCpObs(2.0, "c", 5), RegionalCpObs(5.0, "c", 7),
+                RegionalCpObs(6.0, "c", 7), RegionalCpObs(2.0, "a", 9), RegionalCpObs(3.0, "a", 1)]
+    tl = Timeline(cp=flat_global, regional_cp=regional)
+    c = version_check(tl, 1.0, 4.0, 6.5, regional="c")
+    assert c.passed and "region c's regional version" in c.detail, c.detail
+    a = version_check(tl, 1.0, 4.0, 6.5, regional="a")  # another region's regression is its own
+    assert "regional control-plane version of a (poll) went back from v9 to v1" in a.detail
+    window = FaultWindow("instances_unready", "c", 1.0, 1.0, t_revert=4.0, t_restored=6.5)
+
+    def result(instance_outage: bool, timeline: Timeline) -> DrillResult:
+        return DrillResult(fault=window, timeline=timeline, slo=SLO(), survivors=(), capacity={}, offered=1,
+                           margin=0, lost=("c",), started=0.0, instance_outage=instance_outage)
+
+    assert result(True, tl).versions().passed
+    assert "control-plane version did not increase for the fault" in result(False, tl).versions().detail
+    # No regional control planes (the global layout): the global version, as before.
+    assert not result(True, Timeline(cp=flat_global)).versions().passed
+    stuck = Timeline(cp=flat_global, regional_cp=[RegionalCpObs(t, "c", 3) for t in (0.0, 2.0, 5.0)])
+    assert "regional control-plane version of c did not increase for the fault" in \
+        result(True, stuck).versions().detail

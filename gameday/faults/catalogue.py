@@ -34,10 +34,10 @@ FAULTS = FaultTable((
     Fault(name="gateway_unready", needs_region=True, takes_region_out=True,
           description="the region gateway's /readyz fails until reverted (it still serves: only health "
                       "checks see it)"),
-    Fault(name="instances_unready", needs_region=True, takes_region_out=True,
+    Fault(name="instances_unready", needs_region=True, takes_region_out=True, hits_instances=True,
           description="every app instance of the region fails /readyz (/livez stays fine): no ready local "
                       "replica, the gateway must fall back (R7); revert makes them ready"),
-    Fault(name="instances_hung", needs_region=True, takes_region_out=True,
+    Fault(name="instances_hung", needs_region=True, takes_region_out=True, hits_instances=True,
           description="every app instance of the region is frozen: upstream attempts time out, the gateway "
                       "must retry in another region (R7); revert resumes them"),
     Fault(name="proxy_cut_off", needs_region=True,

@@ -64,6 +64,9 @@ class Fault:
     """Isolates every process of its region (its proxy goes stale for real, R6)."""
     stops: tuple[str, ...] = ()
     """Components the fault stops on purpose while in effect (expected dead, not casualties)."""
+    hits_instances: bool = False
+    """Acts on the region's app instances (an instance outage): in the regional control-plane
+    layout (R14) the version verdict reads the region's own control plane."""
 
     def stopped(self, region: str | None) -> frozenset[str]:
         """:attr:`stops` with ``{region}`` filled in."""

@@ -12,6 +12,10 @@ start time in ns. Publishing never blocks probing: determinations go into a pend
 (latest value per key) that a publisher drains while the bus is up and keeps while it
 is down (R1).
 
+In the regional control-plane layout (R14) instance events go on the region's own
+subject (``gd.<run>.revents.<region>``, consumed by the region's control plane only) and
+the gateway's on the global one: only the gateway's health changes global routing.
+
 The agent also heartbeats every ``heartbeat_interval``, and answers the control
 plane's state request with its full view, including the region's slow state (quota,
 labels). ``POST /admin/slow`` edits the slow state locally, like editing a cluster's
@@ -51,6 +55,8 @@ from gameday.fedapp.wire import (
     gateway_key,
     heartbeat_subject,
     instance_key,
+    is_regional_key,
+    regional_events_subject,
 )
 
 PUBLISH_TIMEOUT = 1.0
@@ -208,7 +214,8 @@ class Agent:
 
     # -- publishing ------------------------------------------------------------------
     async def _publisher(self, stop: asyncio.Event) -> None:
-        subject = events_subject(self.run_id, self.region)
+        global_subject = events_subject(self.run_id, self.region)
+        regional_subject = regional_events_subject(self.run_id, self.region) if self.spec.regional else None
         while not stop.is_set():
             if not self.pending:
                 with contextlib.suppress(TimeoutError):
@@ -216,6 +223,7 @@ class Agent:
                 self._kick.clear()
                 continue
             for key, ev in sorted(self.pending.items(), key=lambda kv: kv[1].seq):
+                subject = regional_subject if regional_subject and is_regional_key(key) else global_subject
                 try:
                     await self._js.publish(subject, ev.to_bytes(), timeout=PUBLISH_TIMEOUT,
                                            headers={"Nats-Msg-Id": f"{ev.epoch}-{ev.seq}"})

@@ -26,6 +26,21 @@ State modes (``topology.control_plane.state``):
     Memory only, version 0 on every start: a real misconfiguration, kept on purpose
     for the negative controls (the version regresses after a restart).
 
+Layouts (``topology.layout``, R14):
+
+``global``
+    The one process above, for everything.
+``regional``
+    One control plane per region (``--region``; HTTP on the region's ``control_plane``
+    endpoint) consumes only its region's instance events (``gd.<run>.revents.<r>``,
+    consumer ``cp-<r>``), keeps the regional snapshot under KV key ``region.<r>`` (the
+    same CAS discipline) and broadcasts and serves diffs on the region's own subjects.
+    When the region's count of healthy instances goes from 0 to more or back it publishes
+    ``region/<r>/serving`` on the global events subject: the one regional fact that
+    changes global routing. The global tier consumes the global subject only (gateway
+    health, ``serving``), marks regions alive, runs the slow reconciliation and never
+    holds an instance entry. Each process is described by a :class:`Scope`.
+
 Fault hooks (``POST /admin/fault``): ``{"broadcast_delay": D}`` and the readiness
 fault of :class:`~gameday.fedapp.common.ReadyzFault`.
 """
@@ -38,6 +53,7 @@ import json
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nats.errors
@@ -57,8 +73,8 @@ from gameday.fedapp.common import (
     render_metrics,
     start_http,
 )
-from gameday.fedapp.snapshot import Snapshot, merge_slow
-from gameday.fedapp.spec import FederationSpec
+from gameday.fedapp.snapshot import Snapshot, healthy_instances, merge_slow
+from gameday.fedapp.spec import Endpoint, FederationSpec
 from gameday.fedapp.wire import (
     MERGED_SLOW_KEY,
     SNAPSHOT_KEY,
@@ -71,6 +87,13 @@ from gameday.fedapp.wire import (
     events_stream,
     events_subject,
     heartbeat_subject,
+    is_regional_key,
+    regional_broadcast_subject,
+    regional_diff_subject,
+    regional_events_stream,
+    regional_events_subject,
+    regional_snapshot_key,
+    serving_key,
     slow_key,
     snapshot_bucket,
 )
@@ -93,19 +116,81 @@ BUS_ERRORS: tuple[type[BaseException], ...] = (nats.errors.Error, TimeoutError, 
 T = TypeVar("T")
 
 
-async def ensure_jetstream(js: Any, run_id: str) -> Any:
-    """Create the events stream and the snapshot KV bucket if missing; return the KV handle.
+@dataclass(frozen=True)
+class Scope:
+    """What one control-plane process is responsible for (see the module docstring)."""
+
+    name: str
+    """``global`` or the region's name."""
+    region: str | None
+    """The region of a regional control plane; None for the global tier."""
+    endpoint: Endpoint
+    kv_key: str
+    stream: str
+    stream_subjects: str
+    """The stream's subjects (a wildcard over every region)."""
+    consume: str
+    """The subject the durable consumer takes (filter)."""
+    durable: str
+    broadcast: str
+    diff: str
+    heartbeats: str
+    """Agents' heartbeats listened to (liveness, and the re-sync of a restarted agent)."""
+    regions: tuple[str, ...]
+    """Agents asked for their state on a reconciliation pass."""
+    layout: str
+    liveness: bool
+    """Marks regions alive from heartbeats (the global tier)."""
+    slow: bool
+    """Runs the slow state of R3 (the global tier)."""
+
+    def owns(self, key: str) -> bool:
+        """Whether a health key from an agent's state belongs in this snapshot."""
+        if self.layout == "global":
+            return True
+        return is_regional_key(key) if self.region is not None else not is_regional_key(key)
+
+
+def scope_for(spec: FederationSpec, region: str | None = None) -> Scope:
+    """The scope of the control plane of *region* (regional layout), or of the global tier.
+
+    Raises:
+        ValueError: *region* is given but the layout is global or the region unknown.
+    """
+    run = spec.run_id
+    layout = spec.topology.layout
+    if region is None:
+        return Scope(name="global", region=None, endpoint=spec.control_plane, kv_key=SNAPSHOT_KEY,
+                     stream=events_stream(run), stream_subjects=events_subject(run, "*"),
+                     consume=events_subject(run, "*"), durable=CONSUMER, broadcast=broadcast_subject(run),
+                     diff=diff_subject(run), heartbeats=heartbeat_subject(run, "*"),
+                     regions=tuple(r.name for r in spec.regions), layout=layout, liveness=True, slow=True)
+    ep = spec.region(region).control_plane
+    if layout != "regional" or ep is None:
+        raise ValueError(f"controlplane --region {region}: the topology's control-plane layout is {layout!r}; "
+                         "regional control planes exist only in the 'regional' layout")
+    return Scope(name=region, region=region, endpoint=ep, kv_key=regional_snapshot_key(region),
+                 stream=regional_events_stream(run), stream_subjects=regional_events_subject(run, "*"),
+                 consume=regional_events_subject(run, region), durable=f"{CONSUMER}-{region}",
+                 broadcast=regional_broadcast_subject(run, region), diff=regional_diff_subject(run, region),
+                 heartbeats=heartbeat_subject(run, region), regions=(region,), layout=layout,
+                 liveness=False, slow=False)
+
+
+async def ensure_jetstream(js: Any, run_id: str, *, stream: str | None = None, subjects: str | None = None) -> Any:
+    """Create the events stream (default: the global one) and the snapshot KV bucket if
+    missing; return the KV handle.
 
     Idempotent, and safe against a concurrent control plane creating them at the same
     time (an add that loses the race is followed by a lookup).
     """
-    name = events_stream(run_id)
+    name = stream or events_stream(run_id)
     try:
         await js.stream_info(name)
     except nats.js.errors.NotFoundError:
         try:
             await js.add_stream(
-                StreamConfig(name=name, subjects=[events_subject(run_id, "*")], storage=StorageType.FILE)
+                StreamConfig(name=name, subjects=[subjects or events_subject(run_id, "*")], storage=StorageType.FILE)
             )
         except nats.js.errors.BadRequestError:
             await js.stream_info(name)  # created concurrently; raises if it really is missing
@@ -122,12 +207,20 @@ async def ensure_jetstream(js: Any, run_id: str) -> Any:
 class ControlPlane:
     """The control plane's state and loops; :func:`serve` runs one."""
 
-    def __init__(self, spec: FederationSpec, log: JsonLog) -> None:
+    def __init__(self, spec: FederationSpec, log: JsonLog, scope: Scope | None = None) -> None:
         self.spec = spec
         self.log = log
+        self.scope = scope or scope_for(spec)
         self.run_id = spec.run_id
         self.timing = spec.topology.timing
-        self.regions = [r.name for r in spec.regions]
+        self.regions = list(self.scope.regions)
+        self.epoch = time.time_ns()
+        """Orders this incarnation's ``serving`` events (regional scope), like an agent's epoch."""
+        self._serving_seq = 0
+        self._serving_sent: bool | None = None
+        self._serving_want: bool | None = None
+        self._serving_observed_at = 0.0
+        self._serving_kick = asyncio.Event()
         self.primary = spec.topology.primary_region
         self.durable = spec.topology.control_plane.state == "durable"
         self.broadcast_delay = float(spec.topology.control_plane.broadcast_delay)
@@ -178,14 +271,14 @@ class ControlPlane:
     # -- lifecycle ------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
-        ep = self.spec.control_plane
+        ep = self.scope.endpoint
         runner = await start_http(self.http_app(), ep.host, ep.port, self.log)
         self.log("started", host=ep.host, port=ep.port, state_mode=self._mode(),
-                 broadcast_delay=self.broadcast_delay)
+                 broadcast_delay=self.broadcast_delay, scope=self.scope.name, layout=self.scope.layout)
         tasks: list[asyncio.Task[None]] = []
         try:
             nc = await self._until_stop(connect_nats(
-                self.spec.nats_url, "controlplane", self.log,
+                self.spec.nats_url, f"controlplane-{self.scope.name}", self.log,
                 reconnected_cb=self._on_reconnected, disconnected_cb=self._on_disconnected,
             ))
             if nc is None:
@@ -200,10 +293,14 @@ class ControlPlane:
             tasks = [
                 asyncio.create_task(self._consume_loop()),
                 asyncio.create_task(self._backlog_loop()),
-                asyncio.create_task(self._alive_loop()),
                 asyncio.create_task(self._reconcile_loop()),
                 asyncio.create_task(every(self.timing.heartbeat_interval, self._broadcast_heartbeat, stop)),
             ]
+            if self.scope.liveness:
+                tasks.append(asyncio.create_task(self._alive_loop()))
+            if self.scope.region is not None:
+                self._note_serving(self.snapshot)  # a restarted one tells the global tier again
+                tasks.append(asyncio.create_task(self._serving_loop()))
             await stop.wait()
         finally:
             self.ready = False
@@ -241,27 +338,31 @@ class ControlPlane:
 
     async def _setup(self) -> None:
         """Ensure the stream and bucket, load the state, bind the pull consumer."""
-        self._kv = await ensure_jetstream(self._js, self.run_id)
+        self._kv = await self._ensure_jetstream()
         if self.durable and self.snapshot.version == 0 and self._revision == 0:
             await self._load()
         await self._bind_consumer()
         if not self._subscribed:
-            await self._nc.subscribe(heartbeat_subject(self.run_id, "*"), cb=self._on_heartbeat)
-            await self._nc.subscribe(diff_subject(self.run_id), cb=self._on_diff_request)
+            await self._nc.subscribe(self.scope.heartbeats, cb=self._on_heartbeat)
+            await self._nc.subscribe(self.scope.diff, cb=self._on_diff_request)
             self._subscribed = True
+
+    async def _ensure_jetstream(self) -> Any:
+        return await ensure_jetstream(self._js, self.run_id, stream=self.scope.stream,
+                                      subjects=self.scope.stream_subjects)
 
     async def _bind_consumer(self) -> None:
         self._sub = await self._js.pull_subscribe(
-            events_subject(self.run_id, "*"),
-            durable=CONSUMER,
-            stream=events_stream(self.run_id),
+            self.scope.consume,
+            durable=self.scope.durable,
+            stream=self.scope.stream,
             config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=10.0, max_ack_pending=10_000),
         )
 
     async def _load(self) -> None:
         """Load the durable snapshot from KV (empty if the key does not exist yet)."""
         try:
-            entry = await self._kv.get(SNAPSHOT_KEY)
+            entry = await self._kv.get(self.scope.kv_key)
         except nats.js.errors.KeyNotFoundError as exc:
             gone = getattr(exc, "entry", None)
             self._revision = int(getattr(gone, "revision", 0) or 0)
@@ -308,7 +409,7 @@ class ControlPlane:
                     return False
                 if self.durable:
                     try:
-                        rev = await self._kv.update(SNAPSHOT_KEY, data, last=self._revision)
+                        rev = await self._kv.update(self.scope.kv_key, data, last=self._revision)
                     except nats.js.errors.KeyWrongLastSequenceError:
                         self.cas_conflicts += 1
                         self.log("cas_conflict", revision=self._revision, version=self.snapshot.version)
@@ -328,7 +429,7 @@ class ControlPlane:
     async def _reload_quietly(self) -> None:
         """Reload the snapshot from KV after a conflict; on a bus error keep what we have."""
         try:
-            entry = await self._kv.get(SNAPSHOT_KEY)
+            entry = await self._kv.get(self.scope.kv_key)
         except nats.js.errors.KeyNotFoundError as exc:
             # The stored snapshot is gone (a bus that lost its store): write ours afresh.
             gone = getattr(exc, "entry", None)
@@ -353,6 +454,46 @@ class ControlPlane:
             if at > old:
                 self.log("version", version=at, key=key, value=snap.entries.get(key))
         self._schedule_announce(snap.version, data)
+        if self.scope.region is not None:
+            self._note_serving(snap)
+
+    # -- regional scope: the one regional fact the global tier needs ----------------------
+    def _note_serving(self, snap: Snapshot, observed_at: float | None = None) -> None:
+        """Queue ``region/<r>/serving`` for the global tier if it differs from what was sent."""
+        region = self.scope.region
+        if region is None or not any(is_regional_key(k) for k in snap.entries):
+            return  # nothing known about the region's instances yet: say nothing
+        serving = bool(healthy_instances(snap.entries, region))
+        if serving != self._serving_sent or self._serving_want is not None:
+            self._serving_want = serving
+            self._serving_observed_at = observed_at or time.time()
+            self._serving_kick.set()
+
+    async def _serving_loop(self) -> None:
+        """Publish the queued ``serving`` value on the global events subject until JetStream acks it."""
+        region = self.scope.region
+        assert region is not None
+        while not self._stop.is_set():
+            if self._serving_want is None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._serving_kick.wait(), timeout=1.0)
+                self._serving_kick.clear()
+                continue
+            want = self._serving_want
+            self._serving_seq += 1
+            ev = Event(region=region, epoch=self.epoch, seq=self._serving_seq, key=serving_key(region),
+                       value={"serving": want}, observed_at=self._serving_observed_at)
+            try:
+                await self._js.publish(events_subject(self.run_id, region), ev.to_bytes(), timeout=1.0,
+                                       headers={"Nats-Msg-Id": f"cp-{self.epoch}-{ev.seq}"})
+            except BUS_ERRORS as exc:
+                self.log("serving_publish_failed", error=type(exc).__name__, serving=want)
+                await self._pause(RETRY_PAUSE)
+                continue
+            self._serving_sent = want
+            if self._serving_want == want:
+                self._serving_want = None
+            self.log("serving_published", serving=want, seq=ev.seq)
 
     # -- broadcasts and diffs --------------------------------------------------------
     def _schedule_announce(self, version: int, data: bytes) -> None:
@@ -381,7 +522,7 @@ class ControlPlane:
         if self._nc is None:
             return
         body = json.dumps({"version": self.announced_version, "at": time.time(), "heartbeat": heartbeat})
-        task = asyncio.create_task(self._publish(broadcast_subject(self.run_id), body.encode()))
+        task = asyncio.create_task(self._publish(self.scope.broadcast, body.encode()))
         self._side_tasks.add(task)
         task.add_done_callback(self._side_tasks.discard)
         self.broadcasts["heartbeat" if heartbeat else "version"] += 1
@@ -429,7 +570,7 @@ class ControlPlane:
                 await self._pause(RETRY_PAUSE)
                 if failures >= 5:  # the consumer may be gone (a server that lost its store)
                     with contextlib.suppress(*BUS_ERRORS):
-                        await ensure_jetstream(self._js, self.run_id)
+                        await self._ensure_jetstream()
                         await self._bind_consumer()
                         failures = 0
                 continue
@@ -481,7 +622,7 @@ class ControlPlane:
             epoch = int(json.loads(msg.data).get("epoch", 0))
         except (ValueError, TypeError, AttributeError):
             epoch = 0
-        if self.snapshot.entries.get(alive_key(region)) != {"alive": True}:
+        if self.scope.liveness and self.snapshot.entries.get(alive_key(region)) != {"alive": True}:
             self._alive_kick.set()
         now = time.monotonic()
         if epoch and self.epochs.get(region) != epoch and now >= self._sync_not_before.get(region, 0.0):
@@ -579,13 +720,16 @@ class ControlPlane:
             def fn(s: Snapshot) -> None:
                 for r, rep in got.items():
                     for key, value in sorted(rep["health"].items()):
-                        if isinstance(value, dict) and str(key).startswith(prefix_ok[r]):
+                        if isinstance(value, dict) and str(key).startswith(prefix_ok[r]) \
+                                and self.scope.owns(str(key)):
                             s.set_entry(str(key), value)
+                    if not self.scope.slow:
+                        continue
                     slow = rep["slow"]
                     s.set_entry(slow_key(r), {"quota": dict(slow.get("quota") or {}),
                                               "labels": dict(slow.get("labels") or {})})
                 known = {r: s.entries[slow_key(r)] for r in self.regions if slow_key(r) in s.entries}
-                if known:
+                if known and self.scope.slow:
                     s.set_entry(MERGED_SLOW_KEY, merge_slow(known, self.primary))
 
             before = self.snapshot.version
@@ -623,6 +767,8 @@ class ControlPlane:
 
         return {
             "version": self.snapshot.version,
+            "scope": self.scope.name,
+            "layout": self.scope.layout,
             "announced_version": self.announced_version,
             "last_change_at": self.last_change_at,
             "state_mode": self._mode(),
@@ -640,7 +786,7 @@ class ControlPlane:
             "entries": len(self.snapshot.entries),
             "regions_alive": {
                 r: bool((self.snapshot.entries.get(alive_key(r)) or {}).get("alive")) for r in self.regions
-            },
+            } if self.scope.liveness else {},
             "reconcile": {
                 "last_at": self.reconcile_last_at,
                 "passes": self.reconcile_passes,
@@ -667,7 +813,7 @@ class ControlPlane:
             ("gameday_cp_cas_conflicts_total", "", self.cas_conflicts),
             ("gameday_cp_broadcast_delay_seconds", "", self.broadcast_delay),
         ]
-        for r in self.regions:
+        for r in self.regions if self.scope.liveness else ():
             alive = bool((self.snapshot.entries.get(alive_key(r)) or {}).get("alive"))
             samples.append(("gameday_cp_region_alive", f'region="{r}"', 1 if alive else 0))
         return render_metrics(
@@ -742,6 +888,11 @@ class ControlPlane:
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:
-    """Run the federation control plane until *stop* is set (*region*/*instance* unused)."""
-    del region, instance
-    await ControlPlane(spec, JsonLog("controlplane")).run(stop)
+    """Run the federation control plane (the global tier), or with *region* that region's
+    control plane (regional layout), until *stop* is set (*instance* unused)."""
+    del instance
+    try:
+        scope = scope_for(spec, region)
+    except (ValueError, KeyError) as exc:
+        raise SystemExit(str(exc)) from exc
+    await ControlPlane(spec, JsonLog("controlplane" if region is None else f"controlplane-{region}"), scope).run(stop)

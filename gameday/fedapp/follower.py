@@ -6,6 +6,10 @@ the node is *stale* when it has lagged the latest broadcast version for longer t
 that state logs ``{"event": "stale_snapshot", ...}`` and counts an alarm; leaving it
 logs ``stale_snapshot_cleared``.
 
+A follower has a *scope*: ``global`` follows the global snapshot (routable regions);
+a region's name follows that region's regional snapshot (regional layout, R14: its
+healthy instances), on the region's own broadcast and diff subjects.
+
 Fault hooks (``configure``): ``drop_broadcasts`` (cut off from broadcasts) and
 ``never_refresh`` (hears broadcasts but never pulls: a broken proxy).
 """
@@ -19,8 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from gameday.fedapp.common import Histogram, JsonLog
-from gameday.fedapp.snapshot import Replica, routable_regions
-from gameday.fedapp.wire import Diff, Json, broadcast_subject, diff_subject
+from gameday.fedapp.snapshot import Replica, healthy_instances, routable_regions
+from gameday.fedapp.wire import (
+    Diff,
+    Json,
+    broadcast_subject,
+    diff_subject,
+    regional_broadcast_subject,
+    regional_diff_subject,
+)
 
 PULL_TIMEOUT = 1.0
 """Seconds to wait for a diff reply before trying again."""
@@ -38,10 +49,19 @@ class Follower:
         stale_after: float,
         log: JsonLog,
         on_change: Callable[[], None] | None = None,
+        region: str | None = None,
     ) -> None:
+        """*region*: follow that region's regional snapshot instead of the global one."""
         self.run_id = run_id
         self.node = node
         self.regions = regions
+        self.region = region
+        self.scope = "global" if region is None else "regional"
+        if region is None:
+            self.broadcast, self.diff = broadcast_subject(run_id), diff_subject(run_id)
+        else:
+            self.broadcast = regional_broadcast_subject(run_id, region)
+            self.diff = regional_diff_subject(run_id, region)
         self.stale_after = stale_after
         self.log = log
         self.on_change = on_change
@@ -68,7 +88,7 @@ class Follower:
     async def run(self, nc: Any, stop: asyncio.Event) -> None:
         """Subscribe and keep the replica current until *stop* is set."""
         self._nc = nc
-        await nc.subscribe(broadcast_subject(self.run_id), cb=self._on_broadcast)
+        await nc.subscribe(self.broadcast, cb=self._on_broadcast)
         self._want.set()  # initial full pull
         tasks = [asyncio.create_task(self._puller(stop)), asyncio.create_task(self._watchdog(stop))]
         await stop.wait()
@@ -110,14 +130,14 @@ class Follower:
         t0 = time.monotonic()
         try:
             msg = await self._nc.request(
-                diff_subject(self.run_id),
+                self.diff,
                 json.dumps({"since": since, "node": self.node}).encode(),
                 timeout=PULL_TIMEOUT,
             )
             diff = Diff.from_bytes(msg.data)
         except Exception as exc:  # noqa: BLE001  (nats timeouts/no-responders/disconnects: retried)
             self.pulls["failed"] += 1
-            self.log("pull_failed", since=since, error=type(exc).__name__)
+            self.log("pull_failed", since=since, error=type(exc).__name__, scope=self.scope)
             return False
         kind = "full" if diff.full else "diff"
         self.pulls[kind] += 1
@@ -125,15 +145,24 @@ class Follower:
         self.pulled_entries[kind] += len(diff.entries)
         self.pull_latency.observe(time.monotonic() - t0)
         if diff.version < since:
-            self.log("version_regressed", had=since, got=diff.version)
+            self.log("version_regressed", had=since, got=diff.version, scope=self.scope)
         before = self.routable
         self.replica.apply(diff)
         self.confirmed_at = time.monotonic()
         self.last_pull = {"kind": kind, "since": since, "version": diff.version,
                           "entries": len(diff.entries), "bytes": len(msg.data)}
-        self.routable = routable_regions(self.replica.entries, self.regions)
-        if self.routable != before:
-            self.log("routes_changed", version=diff.version, routable=self.routable)
+        # One line per applied version (pulls happen on new versions only): when each node
+        # had each version, for the propagation benchmarks and a reader of the logs.
+        self.log("snapshot_applied", scope=self.scope, version=diff.version, kind=kind,
+                 entries=len(diff.entries))
+        if self.region is None:
+            self.routable = routable_regions(self.replica.entries, self.regions)
+            if self.routable != before:
+                self.log("routes_changed", version=diff.version, routable=self.routable)
+        else:
+            self.routable = healthy_instances(self.replica.entries, self.region)
+            if self.routable != before:
+                self.log("local_routes_changed", version=diff.version, healthy=self.routable)
         if self.on_change is not None:
             self.on_change()
         return True
@@ -160,9 +189,10 @@ class Follower:
             self.log("stale_snapshot", node=self.node, version=self.replica.version,
                      broadcast_version=self.last_broadcast_version,
                      lag_s=round(lag, 3), silent_s=round(silent, 3),
-                     reason="lagging broadcast" if lag > self.stale_after else "no broadcast heard")
+                     reason="lagging broadcast" if lag > self.stale_after else "no broadcast heard",
+                     scope=self.scope)
         elif not stale and self.stale:
-            self.log("stale_snapshot_cleared", node=self.node, version=self.replica.version)
+            self.log("stale_snapshot_cleared", node=self.node, version=self.replica.version, scope=self.scope)
         self.stale = stale
         return stale
 
@@ -176,10 +206,12 @@ class Follower:
 
     def status(self) -> Json:
         now = time.monotonic()
+        view: Json = ({"routable_regions": self.routable,
+                       "excluded_regions": [r for r in self.regions if r not in self.routable]}
+                      if self.region is None else {"region": self.region, "healthy_instances": self.routable})
         return {
             "version": self.replica.version,
-            "routable_regions": self.routable,
-            "excluded_regions": [r for r in self.regions if r not in self.routable],
+            **view,
             "snapshot_age_s": round(now - self.confirmed_at, 3),
             "last_broadcast_version": self.last_broadcast_version,
             "last_broadcast_age_s": round(now - self.last_heard, 3),

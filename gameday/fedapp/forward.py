@@ -218,6 +218,28 @@ class Forwarder:
         return None, attempts
 
 
+def regional_follower(spec: FederationSpec, region: RegionSpec, node: str, log: JsonLog,
+                      on_change: Callable[[], None] | None = None) -> Follower | None:
+    """The follower of *region*'s regional snapshot in the regional layout (R14), else None."""
+    if not spec.regional:
+        return None
+    return Follower(run_id=spec.run_id, node=node, regions=[r.name for r in spec.regions],
+                    stale_after=spec.topology.timing.stale_after, log=log, on_change=on_change,
+                    region=region.name)
+
+
+def scope_status(follower: Follower, regional: Follower | None, decisions: dict[str, str]) -> dict[str, Any]:
+    """The ``/status`` fields saying which snapshots an entry node follows and which one
+    each of its routing decisions uses (*decisions*: decision -> ``global``, ``regional``, ...)."""
+    return {
+        "snapshot_scope": "regional" if regional is not None else "global",
+        "versions": {"global": follower.replica.version,
+                     "regional": regional.replica.version if regional is not None else None},
+        "decisions": decisions,
+        "regional_snapshot": regional.status() if regional is not None else None,
+    }
+
+
 def relay(out: Outcome, route_version: int) -> web.Response:
     """The client response for a served outcome, with the route-version header set."""
     resp = web.Response(status=out.status or 502, body=out.body)
@@ -236,26 +258,30 @@ def failure(status: int, error: str, route_version: int, attempts: list[Outcome]
                          status=status, headers={ROUTE_VERSION: str(route_version)})
 
 
-async def follow(spec: FederationSpec, follower: Follower, log: JsonLog, stop: asyncio.Event) -> None:
-    """Connect to NATS (retrying forever) and keep *follower* current until *stop*.
+async def follow(spec: FederationSpec, follower: Follower | list[Follower], log: JsonLog,
+                 stop: asyncio.Event) -> None:
+    """Connect to NATS (retrying forever) and keep *follower* (one, or several sharing the
+    connection: the global and the regional snapshot) current until *stop*.
 
     Runs as a background task: the entry node serves from its last snapshot meanwhile (R1).
     While the first connection is pending the stale detector runs too: a node that has
     never heard a broadcast for ``stale_after`` raises the alarm like any other (R6).
     """
+    followers = follower if isinstance(follower, list) else [follower]
 
     async def _check() -> None:
-        follower.check_stale()
+        for f in followers:
+            f.check_stale()
 
-    period = max(0.05, min(0.5, follower.stale_after / 10))
+    period = max(0.05, min(0.5, followers[0].stale_after / 10))
     watchdog = asyncio.create_task(every(period, _check, stop))
     try:
-        nc = await connect_nats(spec.nats_url, follower.node, log)
+        nc = await connect_nats(spec.nats_url, followers[0].node, log)
     finally:
         watchdog.cancel()
         await asyncio.gather(watchdog, return_exceptions=True)
     try:
-        await follower.run(nc, stop)
+        await asyncio.gather(*(f.run(nc, stop) for f in followers))
     finally:
         with contextlib.suppress(Exception):  # best effort: the bus may already be gone
             await asyncio.wait_for(nc.close(), timeout=2)
@@ -273,6 +299,8 @@ class EntryNode(Protocol):
     """What :func:`serve_entry_node` needs of a gateway or a local proxy."""
 
     follower: Follower
+    regional: Follower | None
+    """The regional snapshot's follower in the regional layout (R14), else None."""
     forwarder: Forwarder
 
     def web_app(self) -> web.Application: ...
@@ -302,7 +330,8 @@ async def serve_entry_node(
     await node.forwarder.start()
     runner = await start_http(node.web_app(), endpoint.host, endpoint.port, log)
     log("started", endpoint=endpoint.url, **started)
-    tasks = [asyncio.create_task(follow(spec, node.follower, log, stop))]
+    followers = [node.follower] + ([node.regional] if node.regional is not None else [])
+    tasks = [asyncio.create_task(follow(spec, followers, log, stop))]
     tasks += [asyncio.create_task(fn()) for fn in background]
     try:
         await run_until_stopped(stop, *tasks)

@@ -19,6 +19,11 @@ A request that carries ``X-Gameday-Hop`` was forwarded by another gateway: it is
 served locally or answered 502/503, never forwarded again. Responses carry
 ``X-Served-By`` (from the instance) and ``X-Route-Version`` (this gateway's snapshot).
 
+In the regional layout (R14) the gateway also follows its region's regional snapshot:
+an instance it marks unhealthy is not routed to even while the gateway's own probe
+still passes (east-west inside the region), and the global snapshot keeps deciding
+the fallback and retry regions. ``/status`` says so (``decisions``).
+
 The snapshot comes from a :class:`Follower` connected in the background; with the bus
 or the control plane down the gateway keeps routing by its last snapshot (R1). With
 no snapshot at all (version 0) every other region counts as a fallback candidate.
@@ -55,11 +60,13 @@ from gameday.fedapp.forward import (
     by_distance,
     failure,
     gateway_target,
+    regional_follower,
     relay,
+    scope_status,
     serve_entry_node,
 )
 from gameday.fedapp.spec import FederationSpec, InstanceSpec, RegionSpec
-from gameday.fedapp.wire import HOP, Json
+from gameday.fedapp.wire import HOP, Json, instance_key
 
 _HELP = {
     "gameday_gateway_requests_total": "Requests routed by the gateway (own endpoints excluded)",
@@ -113,6 +120,7 @@ class Gateway:
             run_id=spec.run_id, node=f"gateway-{region.name}", regions=[r.name for r in spec.regions],
             stale_after=self.timing.stale_after, log=log,
         )
+        self.regional = regional_follower(spec, region, f"gateway-{region.name}", log)
         self.forwarder = Forwarder(log=log)
         self.locals = [LocalInstance(spec=i) for i in region.instances]
         self._rr = itertools.count()
@@ -126,7 +134,14 @@ class Gateway:
 
     # -- readiness ------------------------------------------------------------------
     def ready_locals(self) -> list[LocalInstance]:
-        return [i for i in self.locals if i.ready and not i.ejected]
+        ready = [i for i in self.locals if i.ready and not i.ejected]
+        if self.regional is None or self.regional.replica.version <= 0:
+            return ready
+        # Only an explicit "unhealthy" vetoes: an instance the regional snapshot has not
+        # heard of yet is the gateway's own probes' to judge.
+        entries = self.regional.replica.entries
+        return [i for i in ready if (entries.get(instance_key(self.region.name, i.spec.name)) or {})
+                .get("healthy", True)]
 
     async def probe(self, inst: LocalInstance) -> None:
         ok = await self.forwarder.probe(inst.spec.endpoint.url + "/readyz", self.timing.probe_timeout)
@@ -214,6 +229,7 @@ class Gateway:
             "role": "gateway",
             "region": self.region.name,
             **self.follower.status(),
+            **scope_status(self.follower, self.regional, self._decisions()),
             "local_ready": [i.spec.name for i in self.ready_locals()],
             "local": {i.spec.name: {"ready": i.ready, "ejected": i.ejected} for i in self.locals},
             "fallback": self.region.fallback,
@@ -226,6 +242,13 @@ class Gateway:
             "readyz": self.ready_fault.describe(),
         }
 
+    def _decisions(self) -> dict[str, str]:
+        local = "own readiness probes"
+        if self.regional is not None and self.regional.replica.version > 0:
+            local += f" and regional v{self.regional.replica.version}"
+        v = self.follower.replica.version
+        return {"local_instances": local, "fallback_and_retry": f"global v{v}" if v > 0 else "spec"}
+
     async def status(self, _: web.Request) -> web.Response:
         return json_response(self._status())
 
@@ -233,6 +256,8 @@ class Gateway:
         lab = f'region="{self.region.name}"'
         samples = [
             *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
+            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
+              if self.regional is not None else []),
             ("gameday_gateway_requests_total", lab, self.requests_total),
             ("gameday_gateway_retries_total", lab, self.forwarder.retries_total),
             ("gameday_gateway_fallbacks_total", lab, self.fallbacks_total),
@@ -249,6 +274,8 @@ class Gateway:
         if "fallback" in body:
             self.fallback_enabled = bool(body["fallback"])
         self.follower.configure(body)
+        if self.regional is not None:
+            self.regional.configure(body)
         self.log("fault", **body)
         return json_response({"readyz": self.ready_fault.describe(),
                               "fallback_enabled": self.fallback_enabled, **self.follower.status()["faults"]})

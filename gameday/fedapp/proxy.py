@@ -13,7 +13,11 @@ are tried within ``request_budget``. With no snapshot yet (version 0) the spec s
 in: every local instance, then every other region.
 
 The replica is kept by a :class:`Follower` pulling only diffs after the first full
-copy (R4), which is also the stale-snapshot detector (R6). ``POST /admin/fault``
+copy (R4), which is also the stale-snapshot detector (R6). In the regional layout (R14)
+a second follower keeps the region's regional snapshot: step 1 uses it (the region's own
+instances, east-west inside the region; it keeps working when the global tier is down),
+step 2 the global one. ``/status`` says which snapshot (and version) each entry of the
+routing table came from. ``POST /admin/fault``
 passes ``drop_broadcasts`` / ``never_refresh`` to it, and takes ``readyz`` hooks.
 """
 
@@ -42,7 +46,9 @@ from gameday.fedapp.forward import (
     by_distance,
     failure,
     gateway_target,
+    regional_follower,
     relay,
+    scope_status,
     serve_entry_node,
 )
 from gameday.fedapp.snapshot import healthy_instances
@@ -69,8 +75,11 @@ class Proxy:
             run_id=spec.run_id, node=f"proxy-{region.name}", regions=[r.name for r in spec.regions],
             stale_after=self.timing.stale_after, log=log, on_change=self.rebuild,
         )
+        self.regional = regional_follower(spec, region, f"proxy-{region.name}", log, on_change=self.rebuild)
         self.forwarder = Forwarder(log=log)
         self.ready_fault = ReadyzFault()
+        self.local_from = "spec"
+        """Which snapshot the local table came from: ``regional``, ``global`` or ``spec`` (none yet)."""
         self.local: list[Target] = []
         self.remote: list[Target] = []
         self.ejected_until: dict[Target, float] = {}
@@ -85,12 +94,14 @@ class Proxy:
         """Recompute the nearest-first table from the replica (called on every applied diff)."""
         replica = self.follower.replica
         by_name = {i.name: i for i in self.region.instances}
-        if replica.version > 0:
-            names = [n for n in healthy_instances(replica.entries, self.region.name) if n in by_name]
-            regions = self.follower.routable
+        local = self.regional.replica if self.regional is not None else replica
+        if local.version > 0:
+            names = [n for n in healthy_instances(local.entries, self.region.name) if n in by_name]
+            self.local_from = self.follower.scope if self.regional is None else self.regional.scope
         else:
             names = sorted(by_name)
-            regions = [r.name for r in self.spec.regions]
+            self.local_from = "spec"
+        regions = self.follower.routable if replica.version > 0 else [r.name for r in self.spec.regions]
         self.local = [Target(region=self.region.name, instance=n, url=by_name[n].endpoint.url) for n in names]
         others = by_distance(self.spec, self.region, [r for r in regions if r != self.region.name])
         self.remote = [gateway_target(r) for r in others]
@@ -135,12 +146,21 @@ class Proxy:
     async def readyz(self, _: web.Request) -> web.Response:
         return readyz_response(self.ready_fault)
 
+    def _decisions(self) -> dict[str, str]:
+        local_v = (self.regional.replica.version if self.regional is not None and self.local_from == "regional"
+                   else self.follower.replica.version)
+        remote = "global" if self.follower.replica.version > 0 else "spec"
+        return {"local_instances": f"{self.local_from} v{local_v}" if self.local_from != "spec" else "spec",
+                "remote_regions": f"{remote} v{self.follower.replica.version}" if remote != "spec" else "spec"}
+
     def routing_table(self) -> list[Json]:
         now = time.monotonic()
+        remote_from = "global" if self.follower.replica.version > 0 else "spec"
         return [
             {"region": t.region, "instance": t.instance, "via": "gateway" if t.via_gateway else "direct",
              "distance": abs(self.spec.region(t.region).index - self.region.index),
-             "skipped": self.ejected_until.get(t, 0.0) > now}
+             "skipped": self.ejected_until.get(t, 0.0) > now,
+             "snapshot": remote_from if t.via_gateway else self.local_from}
             for t in [*self.local, *self.remote]
         ]
 
@@ -149,6 +169,7 @@ class Proxy:
             "role": "proxy",
             "region": self.region.name,
             **self.follower.status(),
+            **scope_status(self.follower, self.regional, self._decisions()),
             "routing_table": self.routing_table(),
             "requests_total": self.requests_total,
             "retries_total": self.forwarder.retries_total,
@@ -159,6 +180,8 @@ class Proxy:
         lab = f'region="{self.region.name}"'
         samples = [
             *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
+            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
+              if self.regional is not None else []),
             ("gameday_proxy_requests_total", lab, self.requests_total),
             ("gameday_proxy_retries_total", lab, self.forwarder.retries_total),
             ("gameday_proxy_errors_total", lab, self.errors_total),
@@ -170,6 +193,8 @@ class Proxy:
         body = await read_json(request)
         configure_readyz(self.ready_fault, body)
         self.follower.configure(body)
+        if self.regional is not None:
+            self.regional.configure(body)  # cut off from broadcasts means from both
         self.log("fault", **body)
         return json_response({"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]})
 

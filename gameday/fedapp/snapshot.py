@@ -20,6 +20,7 @@ from gameday.fedapp.wire import (
     Json,
     alive_key,
     gateway_key,
+    serving_key,
 )
 
 
@@ -127,12 +128,22 @@ def healthy_instances(entries: dict[str, Json], region: str) -> list[str]:
     )
 
 
+def region_serving(entries: dict[str, Json], region: str) -> bool:
+    """The region has a healthy instance: by its ``serving`` entry where the snapshot has one
+    (the global snapshot of the regional layout, which holds no instance entries), else by
+    its instance entries."""
+    summary = entries.get(serving_key(region))
+    if summary is not None:
+        return bool(summary.get("serving"))
+    return bool(healthy_instances(entries, region))
+
+
 def region_routable(entries: dict[str, Json], region: str) -> bool:
     """A region takes traffic iff it is alive, its gateway is healthy, and it has a healthy instance."""
     return (
         _healthy(entries, alive_key(region), "alive")
         and _healthy(entries, gateway_key(region), "healthy")
-        and bool(healthy_instances(entries, region))
+        and region_serving(entries, region)
     )
 
 
@@ -178,5 +189,6 @@ __all__ = [
     "healthy_instances",
     "merge_slow",
     "region_routable",
+    "region_serving",
     "routable_regions",
 ]

@@ -11,6 +11,7 @@ gateway of region N     127.0.N.1            ``gateway_port`` (same for all
                                              regions: DNS answers carry no port)
 local proxy             127.0.N.2            free port
 region agent            127.0.N.3            free port (HTTP status/admin)
+regional control plane  127.0.N.4            free port (regional layout only, R14)
 app instance k          127.0.N.(10+k)       free port
 NATS, control plane,    127.0.0.1            free ports
 GSLB (DNS UDP+TCP, HTTP)
@@ -60,6 +61,8 @@ class RegionSpec(BaseModel):
     instances: list[InstanceSpec]
     quota: dict[str, int]
     labels: dict[str, str]
+    control_plane: Endpoint | None = None
+    """The region's own control plane (the regional layout, R14); None in the global layout."""
 
 
 class FederationSpec(BaseModel):
@@ -79,6 +82,11 @@ class FederationSpec(BaseModel):
     gslb_http: Endpoint
     gateway_port: int
     regions: list[RegionSpec]
+
+    @property
+    def regional(self) -> bool:
+        """True when the federation runs the regional control-plane layout (R14)."""
+        return self.topology.layout == "regional"
 
     def region(self, name: str) -> RegionSpec:
         for r in self.regions:

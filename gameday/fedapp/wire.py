@@ -31,6 +31,23 @@ Subjects and payloads
     "labels": {...}}, "health": {key: value}}`` - the agent's full current view, used
     by the control plane's start-up sync and its slow full reconciliation (R3).
 
+Regional layout (R14, ``topology.layout == "regional"``)
+-------------------------------------------------------
+``gd.<run>.revents.<region>``  (JetStream stream ``GD_<run>_REVENTS``)
+    The region agent's *instance* health changes (:class:`Event` as above). Consumed only
+    by that region's control plane (durable pull consumer ``cp-<region>`` filtered to the
+    region's subject): a regional event never reaches another region or the global tier.
+    Gateway health stays on ``gd.<run>.events.<region>`` (it changes global routing), and
+    so does ``region/<r>/serving``, which the regional control plane publishes when the
+    region's count of healthy instances goes from 0 to more or back.
+
+``gd.<run>.region.<region>.snapshot.version`` / ``.diff``  (core NATS)
+    The regional control plane's broadcast and diff request/reply, shaped exactly like
+    the global ones; followed by the region's own gateway and proxy.
+
+JetStream KV bucket ``GD_<run>_SNAPSHOT``, key ``region.<region>``
+    The region's durable regional snapshot, compare-and-set like the global one.
+
 JetStream KV bucket ``GD_<run>_SNAPSHOT``, key ``global``
     The durable snapshot (:meth:`gameday.fedapp.snapshot.Snapshot.to_json`). Written
     with compare-and-set on the KV revision so two control planes cannot fork it.
@@ -41,6 +58,8 @@ Snapshot keys (see :mod:`gameday.fedapp.snapshot`)
 ``region/<r>/gateway``          ``{"healthy": bool}``  agent probe of the gateway
 ``region/<r>/instance/<name>``  ``{"healthy": bool, "weight": int}``  agent probe
 ``region/<r>/route_rules``      ``{"version": int}``  route-rule version
+``region/<r>/serving``          ``{"serving": bool}``  regional layout: the region has a
+                                healthy instance (its regional control plane says so)
 ``slow/<r>``                    ``{"quota": {...}, "labels": {...}}``  full pass only
 ``slow/merged``                 ``{"labels": {...}, "conflicts": [...]}``  primary wins
 
@@ -51,7 +70,10 @@ HTTP endpoints every component serves
 needs ``Authorization: Bearer <the run's token>`` (:func:`gameday.fedapp.common.admin_guard`).
 Entry nodes (gateway, proxy) report in ``/status``: ``version``,
 ``routable_regions``, ``excluded_regions``, ``snapshot_age_s``,
-``last_broadcast_version``, ``stale``.
+``last_broadcast_version``, ``stale``, and ``snapshot_scope`` (``global`` or
+``regional``) with ``versions: {"global": int, "regional": int | null}``: ``version``
+is always the global version (cross-region routing), the regional one drives routing
+to the region's own instances in the regional layout.
 """
 
 from __future__ import annotations
@@ -101,6 +123,31 @@ def snapshot_bucket(run_id: str) -> str:
 SNAPSHOT_KEY = "global"
 
 
+def regional_events_subject(run_id: str, region: str = "*") -> str:
+    return f"gd.{run_id}.revents.{region}"
+
+
+def regional_events_stream(run_id: str) -> str:
+    return f"GD_{run_id}_REVENTS"
+
+
+def regional_broadcast_subject(run_id: str, region: str) -> str:
+    return f"gd.{run_id}.region.{region}.snapshot.version"
+
+
+def regional_diff_subject(run_id: str, region: str) -> str:
+    return f"gd.{run_id}.region.{region}.snapshot.diff"
+
+
+def regional_snapshot_key(region: str) -> str:
+    return f"region.{region}"
+
+
+def is_regional_key(key: str) -> bool:
+    """True for the keys a regional control plane owns in the regional layout (instance health)."""
+    return key.startswith("region/") and "/instance/" in key
+
+
 def instance_key(region: str, instance: str) -> str:
     return f"region/{region}/instance/{instance}"
 
@@ -111,6 +158,10 @@ def gateway_key(region: str) -> str:
 
 def alive_key(region: str) -> str:
     return f"region/{region}/alive"
+
+
+def serving_key(region: str) -> str:
+    return f"region/{region}/serving"
 
 
 def route_rules_key(region: str) -> str:

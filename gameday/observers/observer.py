@@ -34,6 +34,7 @@ from gameday.timeline import (
     DnsObs,
     NodeObs,
     PollRate,
+    RegionalCpObs,
     RequestRec,
     Timeline,
     UtilObs,
@@ -119,6 +120,8 @@ class Observer:
             self._counts["control_plane"] = _Counter(sources.control_plane.describe(), hz)
         for r in sources.utilisation:
             self._counts[f"utilisation {r}"] = _Counter(f"app /status of region {r}", hz / util_every)
+        for r, src in sources.regional_control_planes.items():
+            self._counts[f"regional control plane {r}"] = _Counter(src.describe(), hz / util_every)
         self._alarm_keys = [f"alarms {a.describe()}" for a in sources.alarms]
         for key in self._alarm_keys:
             self._counts[key] = _Counter(key.removeprefix("alarms "), hz)
@@ -229,6 +232,8 @@ class Observer:
         if self.ticks % self.util_every == 0:
             for r, urls in self.sources.utilisation.items():
                 self._spawn(("util", r), self._util(http, r, urls), f"utilisation {r}")
+            for r in self.sources.regional_control_planes:
+                self._spawn(("rcp", r), self._regional_cp(http, r), f"regional control plane {r}")
         for i, source in enumerate(self.liveness):
             self._spawn(("liveness", str(i)), self._live(i, source), None)
         self._collect_alarms_and_requests()
@@ -307,6 +312,13 @@ class Observer:
         now = time.monotonic()
         self.tl.add(CpObs(now, v, "poll"))
         self._counts["control_plane"].done(now, v is not None, getattr(cp, "last_error", None))
+
+    async def _regional_cp(self, http: aiohttp.ClientSession, region: str) -> None:
+        src = self.sources.regional_control_planes[region]
+        v = await src.read(http)
+        now = time.monotonic()
+        self.tl.add(RegionalCpObs(now, region, v))
+        self._counts[f"regional control plane {region}"].done(now, v is not None, getattr(src, "last_error", None))
 
     async def _util(self, http: aiohttp.ClientSession, region: str, urls: tuple[str, ...]) -> None:
         async def one(url: str) -> tuple[float, float, int]:

@@ -40,6 +40,8 @@ def reference_sources(ep: Endpoints, alarms: tuple[AlarmSource, ...]) -> Sources
         control_plane=HttpJsonVersion(url=ep.control_plane) if ep.control_plane else None,
         alarms=alarms,
         utilisation={r: tuple(urls) for r, urls in ep.utilisation.items()},
+        regional_control_planes={r: HttpJsonVersion(url=u)
+                                 for r, u in (ep.extra.get("regional_control_planes") or {}).items()},
     )
 
 

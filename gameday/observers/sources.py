@@ -163,6 +163,9 @@ class Sources:
     utilisation: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Region -> the app instances' ``/status`` URLs (``utilisation``, ``capacity_rps``,
     ``rejected_total``); optional, read at a lower rate."""
+    regional_control_planes: Mapping[str, VersionSource] = field(default_factory=dict)
+    """Region -> its own control plane's version (the regional layout, R14); read at the
+    utilisation rate. The version verdict of a fault on a region's instances reads it."""
 
     def describe(self) -> list[str]:
         """One line per source, for the report."""
@@ -170,6 +173,7 @@ class Sources:
         lines.append(f"dns: {self.dns.describe()}")
         lines.append("control plane: " + (self.control_plane.describe() if self.control_plane
                                           else "none (version verdict not applicable)"))
+        lines += [f"regional control plane {r}: {s.describe()}" for r, s in self.regional_control_planes.items()]
         lines += [f"alarms: {a.describe()}" for a in self.alarms] or ["alarms: none (alarm verdict not applicable)"]
         return lines
 

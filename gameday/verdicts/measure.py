@@ -232,13 +232,25 @@ class Check:
 
 
 def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float,
-                  require_increments: bool = True) -> Check:
+                  require_increments: bool = True, *, regional: str | None = None) -> Check:
     """The control-plane version never decreases, increases for the fault and again for
     the restore (unless *require_increments* is False), and every entry node's version
-    sequence is monotonic."""
+    sequence is monotonic.
+
+    Args:
+        regional: judge that region's own control plane (:attr:`Timeline.regional_cp`, the
+            regional layout of R14: a fault on the region's instances moves its regional
+            version) instead of the global one.
+    """
     # Version 0 is "no state loaded yet" (a control plane answering while it starts): not a
     # reading. An ephemeral control plane is still caught: it rebuilds to a lower version.
-    cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version and c.t <= until]
+    if regional is None:
+        cp = [c for c in sorted(tl.cp, key=lambda c: c.t) if c.version and c.t <= until]
+        what = "control-plane version"
+    else:
+        cp = [CpObs(o.t, o.version, "poll") for o in sorted(tl.regional_cp, key=lambda o: o.t)
+              if o.region == regional and o.version and o.t <= until]
+        what = f"regional control-plane version of {regional}"
     problems: list[str] = []
     # Polled versions and broadcast versions are separate sequences: a delayed broadcast
     # legitimately trails the control plane's own version.
@@ -246,22 +258,22 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
         seq = [c for c in cp if c.source == source]
         for a, b in itertools.pairwise(seq):
             if a.version is not None and b.version is not None and b.version < a.version:
-                problems.append(f"control-plane version ({source}) went back from v{a.version} to "
+                problems.append(f"{what} ({source}) went back from v{a.version} to "
                                 f"v{b.version} at {_rel(b.t, t_fault)}")
                 break
     before = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
     end_fault = t_restore if t_restore is not None else until
     during = [c.version for c in cp if t_fault < c.t <= end_fault and c.version is not None]
     if before is None:
-        problems.append("no control-plane version observed before the fault")
+        problems.append(f"no {what} observed before the fault")
     elif require_increments and (not during or max(during) <= before):
-        problems.append(f"control-plane version did not increase for the fault (stayed at v{before} "
+        problems.append(f"{what} did not increase for the fault (stayed at v{before} "
                         f"until {_rel(end_fault, t_fault)})")
     if t_restore is not None and require_increments:
         at_restore = max((c.version for c in cp if c.t <= t_restore and c.version is not None), default=None)
         after = [c.version for c in cp if c.t > t_restore and c.version is not None]
         if at_restore is not None and (not after or max(after) <= at_restore):
-            problems.append(f"control-plane version did not increase for the restore (stayed at "
+            problems.append(f"{what} did not increase for the restore (stayed at "
                             f"v{at_restore} until {_rel(until, t_fault)})")
     per_node: dict[str, NodeObs] = {}
     for o in sorted(tl.nodes, key=lambda o: o.t):
@@ -275,4 +287,6 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
         per_node[o.node] = o
     versions = [c.version for c in cp if c.version is not None]
     summary = f"v{versions[0]} -> v{max(versions)}" if versions else "no versions"
+    if regional is not None:
+        summary += f" (region {regional}'s regional version)"
     return Check("versions", not problems, "; ".join(problems) if problems else f"monotonic, {summary}")

@@ -126,6 +126,10 @@ class DrillResult:
     """Extra figures a drill records (inside the fault block) for the report."""
     casualty: Casualty | None = None
     """Why the watcher failed the drill (a component died, the load collapsed), if it did."""
+    instance_outage: bool = False
+    """The fault acts on the region's app instances (:attr:`gameday.faults.Fault.hits_instances`):
+    where the timeline has that region's regional control-plane versions (R14), the version
+    verdict judges those; otherwise, and for a region outage, the global version."""
     control_plane_source: bool = True
     """The target's sources include the control plane's version (else versions are n/a)."""
     alarm_sources: bool = True
@@ -199,7 +203,10 @@ class DrillResult:
             return Check("versions", False, NA + reason, applicable=False)
         tl = self.timeline.copy()
         end = self.fault.t_restored or time.monotonic()
-        return version_check(tl, self.fault.t_fault, self._restore_from, end)
+        region = self.fault.region
+        regional = region if (self.instance_outage and region is not None
+                              and any(o.region == region for o in tl.regional_cp)) else None
+        return version_check(tl, self.fault.t_fault, self._restore_from, end, regional=regional)
 
     def not_applicable(self) -> dict[str, str]:
         """Verdict -> why it has no input here (only the verdicts that have none)."""

@@ -522,7 +522,7 @@ def test_proxy_routes_nearest_first(fed: Any, component: Component, http: httpx.
     st = status(http, px)
     assert st["retries_total"] == 1
     assert st["routing_table"][0] == {"region": "a", "instance": "a-2", "via": "direct", "distance": 0,
-                                      "skipped": True}
+                                      "skipped": True, "snapshot": "global"}
     assert http.get(px + "/call/work").headers["X-Served-By"] == "b/b-1"
     assert status(http, px)["retries_total"] == 1, "a skipped target costs no retry"
 

@@ -24,6 +24,11 @@ from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instanc
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.topology import Topology
 
+READY_TIMEOUT = 30.0
+"""Seconds a federation of up to 10 regions has to come up and be ready; larger ones get
+:data:`READY_PER_REGION` more per region (more processes to fork, probe and converge)."""
+READY_PER_REGION = 2.0
+
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
 
@@ -52,14 +57,17 @@ class LocalTarget:
         return cls(fed.spec.topology, Path(ref["workdir"]), fed)
 
     # -- lifecycle -----------------------------------------------------------------------
+    def _ready_timeout(self) -> float:
+        return READY_TIMEOUT + READY_PER_REGION * max(0, len(self.topology.regions) - 10)
+
     def up(self) -> None:
         if not self._up:
-            self.fed.start()
+            self.fed.start(timeout=self._ready_timeout())
             self._up = True
 
     def deploy(self) -> None:
         """The local federation runs the app as part of :meth:`up`; wait until it serves."""
-        self.fed.wait_ready(30)
+        self.fed.wait_ready(self._ready_timeout())
 
     def down(self) -> None:
         self.fed.stop()
@@ -90,7 +98,11 @@ class LocalTarget:
             utilisation={r.name: [i.endpoint.url + "/status" for i in r.instances] for r in s.regions},
             nats_url=s.nats_url,
             broadcast_subject=broadcast_subject(s.run_id),
-            extra={"gslb_status": s.gslb_http.url + "/status", "logs": str(self.fed.logdir)},
+            extra={"gslb_status": s.gslb_http.url + "/status", "logs": str(self.fed.logdir),
+                   "layout": s.topology.layout,
+                   **({"regional_control_planes": {
+                       r: self.fed.listen_endpoint(n).url + "/status"
+                       for r, n in self.fed.regional_control_planes().items()}} if s.regional else {})},
             gslb=s.gslb_http.url + "/status",
             agents={r.name: r.agent.url + "/status" for r in s.regions},
             snapshot=s.control_plane.url + "/snapshot",

@@ -171,6 +171,8 @@ class LocalFederation:
             for inst in r.instances:
                 add(Component(f"app-{inst.name}", "app", r.name, inst.name))
             add(Component(f"agent-{r.name}", "agent", r.name))
+            if r.control_plane is not None:  # the regional layout (R14)
+                add(Component(f"controlplane-{r.name}", "controlplane", r.name))
             add(Component(f"gateway-{r.name}", "gateway", r.name))
             add(Component(f"proxy-{r.name}", "proxy", r.name))
 
@@ -393,6 +395,10 @@ class LocalFederation:
         if c.role == "nats":
             return Endpoint(host="127.0.0.1", port=s.nats_port)
         if c.role == "controlplane":
+            if c.region is not None:
+                regional = s.region(c.region).control_plane
+                assert regional is not None, f"{name}: a regional control plane in a {s.topology.layout} layout"
+                return regional
             return s.control_plane
         if c.role == "gslb":
             return s.gslb_http
@@ -406,6 +412,10 @@ class LocalFederation:
     def entry_nodes(self) -> list[str]:
         """Names of every gateway and proxy (the nodes switchover is measured on)."""
         return [n for n, c in self.components.items() if c.role in ("gateway", "proxy")]
+
+    def regional_control_planes(self) -> dict[str, str]:
+        """Region -> name of its control plane (the regional layout; empty in the global one)."""
+        return {str(c.region): n for n, c in self.components.items() if c.role == "controlplane" and c.region}
 
     def region_components(self, region: str) -> list[str]:
         return [n for n, c in self.components.items() if c.region == region]

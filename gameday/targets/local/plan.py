@@ -126,6 +126,8 @@ def release_ports(spec: FederationSpec) -> None:
     ports = {spec.nats_port, spec.control_plane.port, spec.gslb_dns.port, spec.gslb_http.port, spec.gateway_port}
     for r in spec.regions:
         ports |= {r.proxy.port, r.agent.port, *(i.endpoint.port for i in r.instances)}
+        if r.control_plane is not None:
+            ports.add(r.control_plane.port)
     release(ports)
 
 
@@ -201,7 +203,8 @@ def plan_federation(topology: Topology, workdir: Path, run_id: str | None = None
     """Assign addresses and free ports to every component of *topology*.
 
     Region N (1-based, in file order) gets 127.0.N.0/24: gateway .1, proxy .2,
-    agent .3, app instance k at .(10+k). Global components are on 127.0.0.1.
+    agent .3, the regional control plane .4 (regional layout only), app instance k at
+    .(10+k). Global components are on 127.0.0.1.
     """
     with _picking() as picker:
         return _plan(picker, topology, workdir, run_id or new_run_id())
@@ -215,6 +218,9 @@ def _plan(picker: _Picker, topology: Topology, workdir: Path, run_id: str) -> Fe
     for i, r in enumerate(topology.regions):
         n = i + 1
         proxy_host, agent_host = region_address(n, 2), region_address(n, 3)
+        cp_host = region_address(n, 4)
+        regional_cp = (Endpoint(host=cp_host, port=free_port(cp_host)) if topology.layout == "regional"
+                       else None)
         instances = []
         for k in range(1, r.instances + 1):
             host = region_address(n, 10 + k)
@@ -234,6 +240,7 @@ def _plan(picker: _Picker, topology: Topology, workdir: Path, run_id: str) -> Fe
                 instances=instances,
                 quota=dict(r.quota),
                 labels=dict(r.labels),
+                control_plane=regional_cp,
             )
         )
     nats_port = free_port()

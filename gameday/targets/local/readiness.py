@@ -44,12 +44,26 @@ def _not_ready(fed: LocalFederation, versions: bool = True, seen_ready: set[str]
     version = int(cp.get("version", 0))
     if version <= 0:
         reasons.append("controlplane: no version yet")
+    regional: dict[str, int] = {}
+    for region, name in fed.regional_control_planes().items():
+        try:
+            regional[region] = int(fed.get_json(name).get("version", 0))
+        except (httpx.HTTPError, ValueError) as exc:
+            reasons.append(f"{name}: {type(exc).__name__}")
+            continue
+        if regional[region] <= 0:
+            reasons.append(f"{name}: no version yet")
     for name in fed.entry_nodes():
         try:
             st = fed.get_json(name)
         except (httpx.HTTPError, ValueError) as exc:
             reasons.append(f"{name}: {type(exc).__name__}")
             continue
+        home = fed.components[name].region
+        got = (st.get("versions") or {}).get("regional")
+        if versions and home is not None and home in regional and got != regional[home]:
+            reasons.append(f"{name}: regional v{got} "
+                           f"(controlplane-{home} v{regional[home]})")
         behind = versions and st.get("version") != version
         if behind or sorted(st.get("routable_regions", [])) != sorted(regions):
             reasons.append(f"{name}: v{st.get('version')} routes {st.get('routable_regions')} (cp v{version})")
