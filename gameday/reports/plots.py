@@ -12,11 +12,11 @@ import io
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from gameday.reports.history import HistoryRow
     from gameday.verdicts.result import DrillResult
 
 BIN_S = 0.5
@@ -254,20 +254,42 @@ def rounds_png(title: str, switchovers: list[float], limit: float | None = None)
     return _png(fig)
 
 
-def trend_png(rows: list[HistoryRow]) -> bytes:
+class TrendRow(Protocol):
+    """What the trend reads of a history row (:class:`gameday.reports.history.HistoryRow`, or
+    the strictly checked row ``gameday report`` reads)."""
+
+    @property
+    def time(self) -> Any: ...
+    @property
+    def run(self) -> str: ...
+    @property
+    def test(self) -> str: ...
+    @property
+    def fault(self) -> str: ...
+    @property
+    def passed(self) -> bool: ...
+    @property
+    def switchover_s(self) -> float | None: ...
+    @property
+    def dns_converge_s(self) -> float | None: ...
+    @property
+    def client_recovery_s(self) -> float | None: ...
+
+
+def trend_png(rows: Sequence[TrendRow]) -> bytes:
     """Switchover, DNS convergence and client recovery across runs, one line per drill
     (test and fault); failed drills drawn as red crosses."""
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(WIDTH_IN, 7.5), layout="constrained")
     runs = list(dict.fromkeys(r.run for r in sorted(rows, key=lambda r: r.time)))
     index = {run: i for i, run in enumerate(runs)}
-    series: dict[tuple[str, str], list[HistoryRow]] = defaultdict(list)
+    series: dict[tuple[str, str], list[TrendRow]] = defaultdict(list)
     for r in rows:
         series[(r.test.split("::")[-1], r.fault)].append(r)
     for ax, (attr, label) in zip(axes, (("switchover_s", "switchover s"), ("dns_converge_s", "DNS converge s"),
                                         ("client_recovery_s", "client recovery s")), strict=True):
         for (test, fault), rs in sorted(series.items()):
-            per_run: dict[int, list[HistoryRow]] = defaultdict(list)
+            per_run: dict[int, list[TrendRow]] = defaultdict(list)
             for r in rs:
                 if getattr(r, attr) is not None:
                     per_run[index[r.run]].append(r)

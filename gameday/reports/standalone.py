@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 
 import jinja2
 
+from gameday.reports.plots import trend_png
 from gameday.reports.results import STATUSES, Attachment, Results, Step, TestCase
-from gameday.reports.trend import HistoryRow, runs_of, trend_png
+from gameday.reports.trend import HistoryRow, runs_of
 
 TEXT_LIMIT = 256 * 1024
 """Bytes of a text attachment shown inline; the rest stays in its (linked) data URI."""

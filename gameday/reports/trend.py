@@ -1,5 +1,7 @@
-"""The trend across runs, for ``gameday report``: reading ``reports/history.jsonl`` and drawing
-its headline figures with matplotlib.
+"""The trend across runs, for ``gameday report``: reading ``reports/history.jsonl`` strictly
+(a malformed line is an error naming the file, line and field; the drill's own reader,
+:func:`gameday.reports.history.load_history`, skips such lines). The plot is
+:func:`gameday.reports.plots.trend_png`, the one the drill's results use.
 
 One JSON object per line, one per drill of a run::
 
@@ -12,7 +14,6 @@ One JSON object per line, one per drill of a run::
 
 from __future__ import annotations
 
-import io
 import json
 import math
 from dataclasses import dataclass
@@ -98,48 +99,3 @@ def read_history(path: Path) -> list[HistoryRow]:
 def runs_of(rows: list[HistoryRow]) -> list[str]:
     """The run ids in the order the runs happened (first appearance)."""
     return list(dict.fromkeys(r.run for r in rows))
-
-
-def trend_png(rows: list[HistoryRow]) -> bytes:
-    """The headline figures across runs, one panel per figure, one line per test (the median of
-    its drills in a run); a failed drill's point is a red cross. PNG bytes, 960 px wide."""
-    import matplotlib  # noqa: PLC0415  (heavy; only `gameday report` needs it)
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt  # noqa: PLC0415
-
-    runs = runs_of(rows)
-    tests = list(dict.fromkeys(r.test for r in rows))
-    fig, axes = plt.subplots(len(FIGURES), 1, figsize=(9.6, 2.2 * len(FIGURES)), dpi=100, sharex=True,
-                             squeeze=False)
-    for ax, (key, label) in zip(axes[:, 0], FIGURES, strict=True):
-        for test in tests:
-            xs, ys, bad_x, bad_y = [], [], [], []
-            for i, run in enumerate(runs):
-                mine = [r for r in rows if r.run == run and r.test == test and r.figure(key) is not None]
-                if not mine:
-                    continue
-                values = sorted(v for r in mine if (v := r.figure(key)) is not None)
-                median = values[len(values) // 2] if len(values) % 2 else sum(values[len(values) // 2 - 1:
-                                                                                      len(values) // 2 + 1]) / 2
-                xs.append(i + 1)
-                ys.append(median)
-                if not all(r.passed for r in mine):
-                    bad_x.append(i + 1)
-                    bad_y.append(median)
-            ax.plot(xs, ys, marker="o", label=test.rsplit("::", 1)[-1].rsplit("#", 1)[-1])
-            if bad_x:
-                ax.plot(bad_x, bad_y, "x", color="#c9302c", markersize=10, markeredgewidth=2)
-        ax.set_ylabel(f"{label} (s)")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_title(f"headline figures across {len(runs)} run(s) (red x: a verdict failed)")
-    axes[-1, 0].set_xlabel("run (oldest first)")
-    axes[-1, 0].set_xticks(range(1, len(runs) + 1))
-    if tests:
-        axes[0, 0].legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
