@@ -70,12 +70,22 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
     region = drill.pick_region()
     proxy = f"proxy-{region}"
     before, nodes_before = _regional_versions(view, regional), _node_regional(view)
-    with drill.fault("instances_unready", region) as outage:
+    # observe_after: the drill's observer reads regional control planes at its utilisation rate
+    # (2 Hz); keep observing after the restore until it has seen the restore's version too.
+    with drill.fault("instances_unready", region, observe_after=2.0) as outage:
         def moved():
             st = view.try_json(view.ep.entry_nodes[proxy]) or {}
             return (_regional_versions(view, {region: regional[region]})[region] != before[region]
                     and not _direct_targets(st)), st.get("versions")
         wait_until(moved, converge_s, f"{proxy} to drop its failed instances by a new regional version")
+
+        def observed():
+            # The verdict below is judged from what the drill's observer recorded, not from our
+            # own reads: hold the fault until the observer has polled the new version as well.
+            seen = [o.version for o in outage.result.timeline.copy().regional_cp
+                    if o.region == region and o.t > outage.window.t_fault and o.version is not None]
+            return any(v > before[region] for v in seen), seen[-3:]
+        wait_until(observed, converge_s, f"the drill's observer to record {region}'s new regional version")
         after, nodes_after = _regional_versions(view, regional), _node_regional(view)
         entries = view.snapshot().get("entries", {})
     crossed = {r: f"v{before[r]} -> v{after[r]}" for r in names if r != region and after[r] != before[r]}

@@ -78,7 +78,11 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
         seen = _first_answer(foreign, want, region, t.detection_bound_s + SLACK_S + 5)
         assert seen is not None, f"{label}: DNS did not change within {t.detection_bound_s + SLACK_S + 5} s"
         into[region.name] = seen - since
-        candidates = clock.rounds_seeing(called, since)
+        # The witness stamps a round from its own accept thread: give it a moment to have
+        # recorded the round whose result DNS already shows (bounded: 2 s).
+        deadline = time.monotonic() + 2.0
+        while not (candidates := clock.rounds_seeing(called, since)) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert candidates, f"{label}: no check round seen after the change"
         # The answer changed with the first check round after the change, not later or earlier.
         assert any(r - 0.005 <= seen <= r + LAG_S + POLL_S for r in candidates), (
