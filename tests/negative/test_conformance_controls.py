@@ -18,7 +18,11 @@ def test_hair_trigger_threshold_fails_r2_blips(broken_run):
     result = broken_run(["conformance/test_r02_health_thresholds.py"], {"timing": {"fall": 1}},
                         "-k", "blip")
     result.assert_outcomes(failed=2, deselected=1)
-    result.stdout.fnmatch_lines(["*expected no new control-plane version after a 1-probe blip*fall = 1*"])
+    # Both blips (1 and 2 probes long) fail on the version moving. The count in the message is
+    # the probes the check saw land inside the blip, which a busy machine can make 0 or 2 for
+    # the 1-probe case: match the verdict, not that count.
+    result.stdout.fnmatch_lines(["*R2*FAILED*expected no new control-plane version after a ?-probe blip*fall = 1*",
+                                 "*R2*FAILED*expected no new control-plane version after a ?-probe blip*fall = 1*"])
 
 
 def test_gslb_ignoring_weights_fails_r8(broken_run):
