@@ -265,7 +265,7 @@ class _Supervisor:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import forget, restore  # noqa: PLC0415
+    from gameday.restore import forget, restore  # noqa: PLC0415
 
     reports = Path(args.reports).absolute() if args.reports else None
     for module in args.plugin or ():
@@ -282,7 +282,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import held_faults, stop_leftover_federations  # noqa: PLC0415
+    from gameday.restore import held_faults, stop_leftover_federations  # noqa: PLC0415
 
     reports = Path(args.reports).absolute()
     stopped = stop_leftover_federations(reports, only_orphans=False, out=sys.stdout, force=args.force)

@@ -41,6 +41,13 @@ from gameday.errors import (
     TargetUnreachable,
 )
 from gameday.faults import FAULTS, Ledger
+from gameday.interfaces import (
+    ComponentState,
+    FaultPlanner,
+    HasFaults,
+    Target,
+    liveness_of,
+)
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
@@ -49,13 +56,6 @@ from gameday.reports import steps as phase_steps
 from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.targets.base import (
-    ComponentState,
-    FaultPlanner,
-    HasFaults,
-    Target,
-    liveness_of,
-)
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult

@@ -203,7 +203,7 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
 
     One per pytest-xdist worker (each on its own free ports), so two drills never
     break the same federation at the same time. Yields a
-    :class:`gameday.targets.base.Target`.
+    :class:`gameday.interfaces.Target`.
     """
     state = pytestconfig.stash[STATE_KEY]
     with gsession.federation(pytestconfig, state) as target:

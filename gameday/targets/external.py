@@ -31,6 +31,7 @@ import dns.rdatatype
 from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError, TargetUnreachable
 from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
+from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
 from gameday.observers.sources import (
     AlarmSource,
     CommandAlarms,
@@ -45,7 +46,6 @@ from gameday.observers.sources import (
 )
 from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
 from gameday.settings import Settings
-from gameday.targets.base import ClientRoute, Endpoints, RegionInfo
 from gameday.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.userinput import shown
 
@@ -72,7 +72,7 @@ def command_spec(cmd: Command, cwd: Path) -> CommandSpec:
 
 
 class ExternalTarget:
-    """A :class:`~gameday.targets.base.Target` for a federation described by a profile.
+    """A :class:`~gameday.interfaces.Target` for a federation described by a profile.
 
     Args:
         loaded: the validated profile and the file it came from.
@@ -109,7 +109,7 @@ class ExternalTarget:
         return cls(load_profile(settings.profile), workdir)
 
     def faults(self) -> Mapping[str, Fault]:
-        """The profile's faults (:class:`~gameday.targets.base.HasFaults`): a built-in name
+        """The profile's faults (:class:`~gameday.interfaces.HasFaults`): a built-in name
         keeps its meaning (``gateway_down`` takes its region out) but takes no parameters
         (a command is fixed); a name of the profile's own takes no region out unless its
         ``takes_region_out`` says so."""

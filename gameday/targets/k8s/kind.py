@@ -35,10 +35,10 @@ from typing import Any, Self, TextIO
 from filelock import FileLock
 
 from gameday.errors import ConfigError, TargetError
+from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.sources import Sources
 from gameday.profile import load_profile
 from gameday.settings import Settings
-from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -312,7 +312,7 @@ class CommandRunner:
 
 
 class KindTarget:
-    """A :class:`~gameday.targets.base.Target` on kind clusters ``gd-<region>`` and ``gd-global``.
+    """A :class:`~gameday.interfaces.Target` on kind clusters ``gd-<region>`` and ``gd-global``.
 
     Raises (at construction, before anything is created):
         TargetError: kind or docker missing, the docker daemon down; a region named ``global``.

@@ -34,11 +34,11 @@ from typing import Any, Self, TextIO
 
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
+from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
 from gameday.targets.admin_token import new_admin_token
-from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -63,7 +63,7 @@ LOG_POLL_INTERVAL = 2.0
 
 
 class KubeTarget:
-    """A :class:`~gameday.targets.base.Target` on existing kubeconfig contexts.
+    """A :class:`~gameday.interfaces.Target` on existing kubeconfig contexts.
 
     Args:
         topology: must have ``contexts`` (every region and ``global``).

@@ -13,7 +13,8 @@ protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher name
 component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
 (R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
 count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
-own, looked up before the built-in table). A suite test that needs one skips,
+own, looked up before the built-in table), :class:`HasManifests` (R11),
+:class:`HasSoftware` (the report's environment). A suite test that needs one skips,
 saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
 """
 
@@ -251,6 +252,16 @@ class HasManifests(Protocol):
         the reference app's shipped manifests; external: the profile's ``manifests``."""
 
 
+@runtime_checkable
+class HasSoftware(Protocol):
+    """A target that can name the third-party software its federation runs (the report's
+    environment: a reviewer checks the run used what they think)."""
+
+    def software(self) -> Mapping[str, str]:
+        """Program -> version, e.g. ``{"nats-server": "v2.10.22"}``; a version that cannot be
+        found is a reason in words (``"unknown (FileNotFoundError)"``), never an exception."""
+
+
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
@@ -259,5 +270,6 @@ CAPABILITIES: dict[type, str] = {
     FaultPlanner: "plan a fault without injecting it",
     HasFaults: "bring faults of its own",
     HasManifests: "name the Kubernetes manifests it deploys",
+    HasSoftware: "name the software its federation runs",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""
