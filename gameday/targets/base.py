@@ -13,8 +13,9 @@ protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher name
 component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
 (R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
 count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
-own, looked up before the built-in table). A suite test that needs one skips,
-saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
+own, looked up before the built-in table), :class:`SharedFederation` (other processes
+drill the same federation: the drill serialises on its key). A suite test that needs one
+skips, saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
 """
 
 from __future__ import annotations
@@ -249,6 +250,30 @@ class HasManifests(Protocol):
         """The directory of the YAML manifests the federation is deployed from (every
         ``*.yaml`` under it), or None where the target knows of none. Local, kind and kube:
         the reference app's shipped manifests; external: the profile's ``manifests``."""
+
+
+@runtime_checkable
+class SharedFederation(Protocol):
+    """A target whose federation other processes may drill at the same time: the xdist
+    workers of a kind run (one pool of clusters), engineers' runs on one staging context, the
+    runs of a profile (one real federation).
+
+    The drill holds the drill lock (:mod:`gameday.drill_lock`) on :meth:`drill_lock_key`
+    from the steady state before its outermost fault until that fault is restored, so no
+    drill measures another's fault and no restore undoes another's fault mid-drill. A target
+    each process owns alone (``local``: every xdist worker starts its own) does not have it;
+    nor need a plugin's target, unless its federation is shared: implementing the method is
+    the whole opt-in.
+
+    The lock serialises the processes of one machine (a file lock); see
+    :mod:`gameday.drill_lock` for runs on several machines.
+    """
+
+    def drill_lock_key(self) -> str:
+        """The federation's identity: the same string in every process that drills this
+        federation, a different one for a different federation (not empty). kind and kube:
+        ``k8s:<context>/<namespace>,...``; a profile: ``federation:<fqdn>@<dns server>``.
+        Cheap and offline (called before anything is reached)."""
 
 
 CAPABILITIES: dict[type, str] = {
