@@ -33,9 +33,9 @@ one drill, which the timeout bounds.
 **One machine only.** The lock serialises processes that share the state directory on one
 machine (several users: point ``GAMEDAY_STATE_DIR`` at one directory all of them can
 write). Runs on *different* machines drilling the same staging contexts each hold their own
-lock and are not serialised; that takes a lock kept with the federation itself (for
-Kubernetes, a ``coordination.k8s.io/v1`` Lease in the federation's namespace), which gameday
-does not implement yet.
+lock and are not serialised; that takes a lock kept with the federation itself: for
+Kubernetes a ``coordination.k8s.io/v1`` Lease in the federation's namespace, planned as data
+in :mod:`gameday.targets.k8s.lease` and not executed yet.
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from gameday.drill_lock import DrillLock, Holder, drill_lock, lock_path
 from gameday.errors import DrillLockError, DrillLockTimeout, TargetUnreachable
 from gameday.faults import Ledger
 from gameday.observers.sources import Sources
+from gameday.reports.allure_attach import categorise
 from gameday.settings import Settings
 from gameday.targets.base import Endpoints, RegionInfo, SharedFederation, Target
 
@@ -365,3 +366,9 @@ def test_the_timeout_option_has_an_ini_twin_and_an_environment_variable_and_is_c
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"ERROR: gameday: --gameday-drill-lock-timeout (command line): got '{bad}', "
                                      "expected a finite number >= 0 and <= 86400"])
+
+
+def test_a_lock_timeout_is_a_refused_drill_in_the_allure_report() -> None:
+    message = ("gameday.errors.DrillLockTimeout: refusing gateway_down b: the drill lock on k8s:kind-gd-a/gameday "
+               "is still held by pid 4242 (worker gw1, test x) since 15:03:07 after 900.0 s; nothing was injected")
+    assert categorise("broken", message) == "Refused drills"

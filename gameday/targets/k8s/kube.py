@@ -176,8 +176,9 @@ class KubeTarget:
         The drill lock is a file lock: it serialises the runs of one machine only, and
         contexts are kubeconfig names (one cluster named differently in two kubeconfigs is two
         keys). Engineers drilling one staging federation from several machines are not
-        serialised by it; that needs a lock kept in the clusters (a ``coordination.k8s.io``
-        Lease in the namespace), which is not implemented."""
+        serialised by it; that needs a lock kept in the clusters, a ``coordination.k8s.io``
+        Lease in the namespace (planned as data in :mod:`gameday.targets.k8s.lease`, not
+        executed yet)."""
         return "k8s:" + ",".join(sorted({f"{ctx}/{o.NAMESPACE}" for ctx in self.contexts.values()}))
 
     # -- lifecycle -------------------------------------------------------------------------------------
