@@ -168,9 +168,9 @@ def test_kill_9_of_the_holder_frees_the_lock_at_once_and_its_stale_note_never_bl
     killed_at = time.time()
     os.kill(holder.pid, signal.SIGKILL)
     acquired_at = float(waiter.expect("acquired").split()[1])
-    # "at once": the kernel drops the dead holder's lock; the waiter's next 50 ms poll takes it.
-    # (The bound is for a loaded machine; the timeout it must beat is 60 s.)
-    assert acquired_at - killed_at < 5, acquired_at - killed_at
+    # At once: the kernel drops the dead holder's lock and the waiter's next poll takes it, long
+    # before its 60 s timeout (a correctness bound, loose for a loaded machine, not a benchmark).
+    assert acquired_at - killed_at < 10, acquired_at - killed_at
 
     # A holder killed while nobody waits leaves its note in the file: it blocks nobody.
     second = _hold(procs, tmp_path / "release-2")

