@@ -6,7 +6,7 @@ The public API, importable from here (``from gameday import Drill, Target, Fault
 - the target seam: :class:`Target`, :class:`RegionInfo`, :class:`Endpoints` and the
   optional capabilities (:class:`Reconcilable`, :class:`Releasable`, :class:`Liveness`,
   :class:`HasFaults`, :class:`FaultPlanner`, :class:`HasAlarmLines`, :class:`HasManifests`,
-  :class:`HasSoftware`);
+  :class:`HasSoftware`, :class:`SharedFederation`);
 - faults: :class:`Fault`, :class:`Param`, the built-in table :data:`FAULTS`;
 - observation sources: :class:`Sources` and the source protocols and built-ins;
 - the errors (:class:`GamedayError` and its tree, see :mod:`gameday.errors`).
@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "Liveness": "gameday.interfaces", "HasFaults": "gameday.interfaces",
     "FaultPlanner": "gameday.interfaces", "HasAlarmLines": "gameday.interfaces",
     "HasManifests": "gameday.interfaces", "HasSoftware": "gameday.interfaces",
+    "SharedFederation": "gameday.interfaces",
     # faults
     "Fault": "gameday.faults.model", "Param": "gameday.faults.model", "FAULTS": "gameday.faults.catalogue",
     # observation sources
@@ -47,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys((
         "GamedayError", "ConfigError", "TargetError", "TargetUnreachable", "ComponentFailed", "FaultError",
         "RestoreIncomplete", "LoadError", "DrillAborted", "ComponentDied", "LoadCollapsed", "DrillRefused",
-        "TransientError"), "gameday.errors"),
+        "TransientError", "DrillLockTimeout", "DrillLockError"), "gameday.errors"),
 }
 
 # The same names as _EXPORTS (tests/test_public_api.py keeps them in step).
@@ -63,6 +64,8 @@ __all__ = [
     "DnsSource",
     "Drill",
     "DrillAborted",
+    "DrillLockError",
+    "DrillLockTimeout",
     "DrillRefused",
     "DrillResult",
     "Endpoints",
@@ -89,6 +92,7 @@ __all__ = [
     "RegionInfo",
     "Releasable",
     "RestoreIncomplete",
+    "SharedFederation",
     "Sources",
     "Target",
     "TargetError",
@@ -120,6 +124,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         ComponentFailed,
         ConfigError,
         DrillAborted,
+        DrillLockError,
+        DrillLockTimeout,
         DrillRefused,
         FaultError,
         GamedayError,
@@ -143,6 +149,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         Reconcilable,
         RegionInfo,
         Releasable,
+        SharedFederation,
         Target,
     )
     from gameday.observers.sources import (

@@ -15,6 +15,7 @@ profile file has changed or gone since (it says so).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import socket
 import time
@@ -168,6 +169,15 @@ class ExternalTarget:
         except ConfigError as exc:
             raise TargetError(f"cannot re-attach: {exc}") from exc
         return cls(LoadedProfile(profile, path.absolute(), str(ref.get("sha256", ""))))
+
+    def drill_lock_key(self) -> str:
+        """The federation's identity (:class:`~gameday.interfaces.SharedFederation`): the name
+        its clients resolve at the DNS server they ask, ``federation:app.example.test.@10.0.0.53:53``.
+        Every run drilling this federation takes turns, whatever its profile file is called
+        or wherever it lies, and so do the kube and kind targets given the same profile."""
+        dns = self.profile.service.dns
+        server = ipaddress.ip_address(dns.server).compressed
+        return f"federation:{self.profile.service.fqdn}@{f'[{server}]' if ':' in server else server}:{dns.port}"
 
     # -- lifecycle: the federation is someone else's ---------------------------------------------------
     def up(self) -> None:

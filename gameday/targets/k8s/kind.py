@@ -486,6 +486,11 @@ class KindTarget:
         (self.workdir / "kind.json").write_text(json.dumps({"created": self.created}), encoding="utf-8")
 
     # -- delegated to the kube target ---------------------------------------------------------------------
+    def drill_lock_key(self) -> str:
+        """The kube target's key over the clusters' ``kind-gd-*`` contexts: every xdist worker
+        of the pool (and any other run on those clusters, kind or kube) drills them in turn."""
+        return self.kube.drill_lock_key()
+
     def manifests_dir(self) -> Path:
         """The reviewed copies of the manifests this target deploys (``clusters/manifests``; R11)."""
         return f.MANIFESTS_DIR

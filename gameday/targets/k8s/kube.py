@@ -168,6 +168,19 @@ class KubeTarget:
             "addresses": self._addressing.hosts if self._addressing else None,
         }
 
+    def drill_lock_key(self) -> str:
+        """The federation's identity (:class:`~gameday.interfaces.SharedFederation`):
+        ``k8s:<context>/<namespace>,...`` over every cluster's kubeconfig context, sorted, so the
+        kind and the kube target on the same contexts take turns.
+
+        The drill lock is a file lock: it serialises the runs of one machine only, and
+        contexts are kubeconfig names (one cluster named differently in two kubeconfigs is two
+        keys). Engineers drilling one staging federation from several machines are not
+        serialised by it; that needs a lock kept in the clusters, a ``coordination.k8s.io``
+        Lease in the namespace (planned as data in :mod:`gameday.targets.k8s.lease`, not
+        executed yet)."""
+        return "k8s:" + ",".join(sorted({f"{ctx}/{o.NAMESPACE}" for ctx in self.contexts.values()}))
+
     # -- lifecycle -------------------------------------------------------------------------------------
     def up(self) -> None:
         """Open a client per context and read each cluster's node address."""

@@ -109,6 +109,12 @@ class ProfileKubeTarget:
         return cls(ext.loaded, Path(str(ref.get("workdir", "."))), allow=ref.get("allow", ()),
                    dry_run=bool(ref.get("dry_run", False)), name=str(ref.get("name", "kube")))
 
+    def drill_lock_key(self) -> str:
+        """The profile's federation, as the external target names it
+        (:meth:`~gameday.targets.external.ExternalTarget.drill_lock_key`): drills of it take
+        turns whichever of kube, kind and external runs them."""
+        return self.external.drill_lock_key()
+
     # -- lifecycle: the federation is the team's ---------------------------------------------------------
     def up(self) -> None:
         """Reach the federation (DNS, gateways) as the external target does. Reads only, so a
