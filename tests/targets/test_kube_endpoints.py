@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from gameday.targets.base import Reconcilable
+from gameday.interfaces import Reconcilable
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.plan import K8S_ACTIONS
