@@ -22,13 +22,14 @@ import contextlib
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response, start_http
+from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response
 from gameday.fedapp.follower import Follower
+from gameday.fedapp.skeleton import HttpComponent, start_http
 from gameday.fedapp.spec import Endpoint, FederationSpec, RegionSpec
 from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY
 
@@ -295,15 +296,14 @@ async def run_until_stopped(stop: asyncio.Event, *tasks: asyncio.Task[Any]) -> N
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class EntryNode(Protocol):
-    """What :func:`serve_entry_node` needs of a gateway or a local proxy."""
+class EntryNode(HttpComponent):
+    """What :func:`serve_entry_node` needs of a gateway or a local proxy: the HTTP skeleton,
+    its snapshot followers and its forwarder."""
 
     follower: Follower
     regional: Follower | None
     """The regional snapshot's follower in the regional layout (R14), else None."""
     forwarder: Forwarder
-
-    def web_app(self) -> web.Application: ...
 
 
 async def serve_entry_node(
@@ -328,7 +328,7 @@ async def serve_entry_node(
             started after the HTTP server is up.
     """
     await node.forwarder.start()
-    runner = await start_http(node.web_app(), endpoint.host, endpoint.port, log)
+    runner = await start_http(node, endpoint.host, endpoint.port, log)
     log("started", endpoint=endpoint.url, **started)
     followers = [node.follower] + ([node.regional] if node.regional is not None else [])
     tasks = [asyncio.create_task(follow(spec, followers, log, stop))]
