@@ -31,7 +31,7 @@ from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_
 from gameday.fedapp.follower import Follower
 from gameday.fedapp.skeleton import HttpComponent, start_http
 from gameday.fedapp.spec import Endpoint, FederationSpec, RegionSpec
-from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY
+from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY, Json
 
 FIRST_SHARE = 0.6
 """Share of the request budget the first attempt may use when a retry is possible."""
@@ -304,6 +304,19 @@ class EntryNode(HttpComponent):
     regional: Follower | None
     """The regional snapshot's follower in the regional layout (R14), else None."""
     forwarder: Forwarder
+
+    def follower_samples(self, labels: str) -> list[tuple[str, str, float]]:
+        """The followers' metric samples (the regional one's with ``scope="regional"``)."""
+        node = f'node="{self.follower.node}",{labels}'
+        regional = self.regional.metric_samples(f'{node},scope="regional"') if self.regional is not None else []
+        return [*self.follower.metric_samples(node), *regional]
+
+    def configure_followers(self, body: Json) -> None:
+        """Pass an admin fault body's follower hooks to both followers (cut off from
+        broadcasts means from both)."""
+        self.follower.configure(body)
+        if self.regional is not None:
+            self.regional.configure(body)
 
 
 async def serve_entry_node(

@@ -236,9 +236,7 @@ class Gateway(EntryNode):
     def metrics(self) -> str:
         lab = f'region="{self.region.name}"'
         samples = [
-            *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
-            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
-              if self.regional is not None else []),
+            *self.follower_samples(lab),
             ("gameday_gateway_requests_total", lab, self.requests_total),
             ("gameday_gateway_retries_total", lab, self.forwarder.retries_total),
             ("gameday_gateway_fallbacks_total", lab, self.fallbacks_total),
@@ -251,9 +249,7 @@ class Gateway(EntryNode):
     def apply_fault(self, body: Json) -> None:
         if "fallback" in body:
             self.fallback_enabled = bool(body["fallback"])
-        self.follower.configure(body)
-        if self.regional is not None:
-            self.regional.configure(body)
+        self.configure_followers(body)
 
     def fault_state(self) -> Json:
         return {"readyz": self.ready_fault.describe(),

@@ -167,9 +167,7 @@ class Proxy(EntryNode):
     def metrics(self) -> str:
         lab = f'region="{self.region.name}"'
         samples = [
-            *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
-            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
-              if self.regional is not None else []),
+            *self.follower_samples(lab),
             ("gameday_proxy_requests_total", lab, self.requests_total),
             ("gameday_proxy_retries_total", lab, self.forwarder.retries_total),
             ("gameday_proxy_errors_total", lab, self.errors_total),
@@ -177,9 +175,7 @@ class Proxy(EntryNode):
         return render_metrics(samples, _HELP, {"gameday_proxy_upstream_seconds": self.forwarder.latency})
 
     def apply_fault(self, body: Json) -> None:
-        self.follower.configure(body)
-        if self.regional is not None:
-            self.regional.configure(body)  # cut off from broadcasts means from both
+        self.configure_followers(body)
 
     def fault_state(self) -> Json:
         return {"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]}
