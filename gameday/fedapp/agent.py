@@ -134,7 +134,7 @@ class Agent(HttpComponent):
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.rspec.agent
-        runner = await start_http(self, ep.host, ep.port, self.log)
+        runner = await start_http(self, ep.host, ep.port, self.log, self.spec.admin.get(f"agent-{self.region}"))
         self.log("started", region=self.region, epoch=self.epoch, host=ep.host, port=ep.port,
                  targets=sorted(self.targets))
         timeout = aiohttp.ClientTimeout(total=self.timing.probe_timeout)

@@ -134,7 +134,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     reg, inst = spec.instance(instance)
     log = JsonLog(f"app-{instance}")
     app = App(reg, inst, log)
-    runner = await start_http(app, inst.endpoint.host, inst.endpoint.port, log)
+    runner = await start_http(app, inst.endpoint.host, inst.endpoint.port, log, spec.admin.get(f"app-{instance}"))
     log("started", endpoint=inst.endpoint.url, capacity_rps=inst.capacity_rps)
     try:
         await stop.wait()

@@ -262,7 +262,8 @@ class ControlPlane(HttpComponent):
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.scope.endpoint
-        runner = await start_http(self, ep.host, ep.port, self.log)
+        name = "controlplane" if self.scope.region is None else f"controlplane-{self.scope.region}"
+        runner = await start_http(self, ep.host, ep.port, self.log, self.spec.admin.get(name))
         self.log("started", host=ep.host, port=ep.port, state_mode=self._mode(),
                  broadcast_delay=self.broadcast_delay, scope=self.scope.name, layout=self.scope.layout)
         tasks: list[asyncio.Task[None]] = []

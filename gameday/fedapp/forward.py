@@ -327,6 +327,7 @@ async def serve_entry_node(
     stop: asyncio.Event,
     *,
     background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
+    admin: Endpoint | None = None,
     **started: Any,
 ) -> None:
     """Serve *node* on *endpoint* until *stop* is set, then clean up.
@@ -339,9 +340,10 @@ async def serve_entry_node(
     Args:
         background: coroutine functions for further loops (e.g. readiness probes),
             started after the HTTP server is up.
+        admin: the node's own admin listener (:attr:`FederationSpec.admin`), if any.
     """
     await node.forwarder.start()
-    runner = await start_http(node, endpoint.host, endpoint.port, log)
+    runner = await start_http(node, endpoint.host, endpoint.port, log, admin)
     log("started", endpoint=endpoint.url, **started)
     followers = [node.follower] + ([node.regional] if node.regional is not None else [])
     tasks = [asyncio.create_task(follow(spec, followers, log, stop))]

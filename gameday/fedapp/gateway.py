@@ -269,4 +269,4 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     probes = [functools.partial(every, gw.timing.probe_interval, functools.partial(gw.probe, inst), stop)
               for inst in gw.locals]
     await serve_entry_node(spec, gw, reg.gateway, log, stop, background=probes,
-                           instances=[i.spec.name for i in gw.locals])
+                           admin=spec.admin.get(f"gateway-{region}"), instances=[i.spec.name for i in gw.locals])

@@ -577,7 +577,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     log = JsonLog("gslb")
     gslb = Gslb(spec, log)
     t = spec.topology.timing
-    runner = await start_http(gslb, spec.gslb_http.host, spec.gslb_http.port, log)
+    runner = await start_http(gslb, spec.gslb_http.host, spec.gslb_http.port, log, spec.admin.get("gslb"))
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(force_close=True, limit=0),
         timeout=aiohttp.ClientTimeout(total=t.probe_timeout),

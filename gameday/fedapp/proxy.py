@@ -190,4 +190,4 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
         raise SystemExit("proxy: --region is required")
     reg = spec.region(region)
     log = JsonLog(f"proxy-{region}")
-    await serve_entry_node(spec, Proxy(spec, reg, log), reg.proxy, log, stop)
+    await serve_entry_node(spec, Proxy(spec, reg, log), reg.proxy, log, stop, admin=spec.admin.get(f"proxy-{region}"))

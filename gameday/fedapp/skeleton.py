@@ -30,9 +30,11 @@ Where admin is served
 ---------------------
 Every admin path, however spelled (:func:`~gameday.fedapp.common.is_admin_path`), needs the
 run's bearer token (:func:`~gameday.fedapp.common.admin_guard`). By default it shares the
-public port. With :data:`ADMIN_LISTEN_ENV` set to ``host:port`` the admin paths are served
-*only* there (bound to exactly that address, never widened by ``GAMEDAY_BIND_HOST``), still
-token-guarded; the public port answers them 404 and logs ``admin_refused`` with the reason.
+public port. With an admin address, the component's entry in the spec's ``admin`` (the
+local target plans one for each component on its own loopback address) or else
+:data:`ADMIN_LISTEN_ENV` set to ``host:port`` (the Kubernetes pods), the admin paths are served *only* there (bound to
+exactly that address, never widened by ``GAMEDAY_BIND_HOST``), still token-guarded; the
+public port answers them 404 and logs ``admin_refused`` with the reason.
 On Kubernetes the admin address is ``127.0.0.1`` inside the pod, which only a port-forward
 (through the kubelet) reaches.
 """
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +63,7 @@ from gameday.fedapp.common import (
     json_response,
     read_json,
 )
+from gameday.fedapp.spec import Endpoint
 
 ADMIN_LISTEN_ENV = "GAMEDAY_ADMIN_LISTEN"
 """``host:port`` of the component's own admin listener; unset or empty: admin shares the
@@ -80,7 +84,7 @@ class Route:
     handler: RouteHandler
 
 
-class HttpComponent:
+class HttpComponent(ABC):
     """The skeleton a component subclasses (see the module docstring for the endpoints).
 
     A subclass sets :attr:`log` and :attr:`ready_fault` and implements :meth:`status` and
@@ -93,11 +97,13 @@ class HttpComponent:
     """The log event of an applied ``POST /admin/fault`` (its fields are the body)."""
 
     # -- what a component supplies -----------------------------------------------------------
+    @abstractmethod
     def status(self) -> Json:
-        raise NotImplementedError
+        """The ``/status`` JSON."""
 
+    @abstractmethod
     def metrics(self) -> str:
-        raise NotImplementedError
+        """The ``/metrics`` Prometheus text."""
 
     def live(self) -> bool:
         """False makes ``/livez`` answer 500 (a fault hook; nothing else fails liveness)."""
@@ -115,8 +121,10 @@ class HttpComponent:
         """Apply the component's own keys of an admin fault *body*.
 
         Validate every key first and raise ``ValueError`` (the 400's reason) before changing
-        anything: the readiness part is applied only after this returns.
+        anything: the readiness part is applied only after this returns. By default a
+        component has no keys of its own (the agent).
         """
+        del body
 
     def fault_state(self) -> Json:
         """The answer to ``POST /admin/fault``: the fault hooks' state after the call."""
@@ -244,11 +252,14 @@ async def _serve(app: web.Application, host: str, port: int) -> web.AppRunner:
     return runner
 
 
-async def start_http(component: HttpComponent, host: str, port: int, log: JsonLog) -> Servers:
+async def start_http(component: HttpComponent, host: str, port: int, log: JsonLog,
+                     admin: Endpoint | None = None) -> Servers:
     """Serve *component* on host:port (:func:`bind_host` applies; SO_REUSEADDR so a restarted
-    component gets its port back), and its admin paths on ``$GAMEDAY_ADMIN_LISTEN`` when set,
+    component gets its port back), and its admin paths on *admin* (the component's entry in
+    :attr:`FederationSpec.admin`) when given, else on ``$GAMEDAY_ADMIN_LISTEN`` when set,
     else on the same port; every admin path behind :func:`admin_guard` with the token
-    :func:`admin_token_from_env` reads.
+    :func:`admin_token_from_env` reads. The admin listener starts first, so a component whose
+    public port answers already has its admin port open.
 
     Raises:
         SystemExit: ``$GAMEDAY_ADMIN_TOKEN_FILE`` names a file that cannot be used (logged
@@ -260,24 +271,27 @@ async def start_http(component: HttpComponent, host: str, port: int, log: JsonLo
     except AdminTokenUnreadable as exc:
         log("admin_token_unreadable", error=str(exc))
         raise SystemExit(f"{ADMIN_TOKEN_ENV}: {exc}") from exc
-    try:
-        admin_at = admin_listen_from_env()
-    except ValueError as exc:
-        log("admin_listen_invalid", error=str(exc))
-        raise SystemExit(str(exc)) from exc
+    admin_at = (admin.host, admin.port) if admin is not None else None
+    if admin_at is None:
+        try:
+            admin_at = admin_listen_from_env()
+        except ValueError as exc:
+            log("admin_listen_invalid", error=str(exc))
+            raise SystemExit(str(exc)) from exc
     if token is None:
         log("admin_disabled", reason=f"{ADMIN_TOKEN_ENV} is not set: every admin call is refused")
-    public, admin = component.web_apps(separate_admin=admin_at is not None)
-    guarded = admin if admin is not None else public
-    guarded.middlewares.insert(0, admin_guard(token, log))
-    if admin is not None:
+    public, admin_app = component.web_apps(separate_admin=admin_at is not None)
+    runners: list[web.AppRunner] = []
+    if admin_app is not None and admin_at is not None:
+        admin_app.middlewares.insert(0, admin_guard(token, log))
         public.middlewares.insert(0, admin_elsewhere(log))
-    runners = [await _serve(public, bind_host(host), port)]
-    if admin is not None and admin_at is not None:
-        try:
-            runners.append(await _serve(admin, *admin_at))
-        except BaseException:
-            await runners[0].cleanup()
-            raise
+        runners.append(await _serve(admin_app, *admin_at))
         log("admin_listening", admin=f"{admin_at[0]}:{admin_at[1]}")
+    else:
+        public.middlewares.insert(0, admin_guard(token, log))
+    try:
+        runners.append(await _serve(public, bind_host(host), port))
+    except BaseException:
+        await Servers(runners).cleanup()
+        raise
     return Servers(runners)
