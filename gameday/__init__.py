@@ -5,7 +5,8 @@ The public API, importable from here (``from gameday import Drill, Target, Fault
 - the drill and its result: :class:`Drill`, :class:`DrillResult`;
 - the target seam: :class:`Target`, :class:`RegionInfo`, :class:`Endpoints` and the
   optional capabilities (:class:`Reconcilable`, :class:`Releasable`, :class:`Liveness`,
-  :class:`HasFaults`, :class:`FaultPlanner`, :class:`HasAlarmLines`);
+  :class:`HasFaults`, :class:`FaultPlanner`, :class:`HasAlarmLines`, :class:`HasManifests`,
+  :class:`HasSoftware`, :class:`SharedFederation`);
 - faults: :class:`Fault`, :class:`Param`, the built-in table :data:`FAULTS`;
 - observation sources: :class:`Sources` and the source protocols and built-ins;
 - the errors (:class:`GamedayError` and its tree, see :mod:`gameday.errors`).
@@ -26,10 +27,12 @@ _EXPORTS: dict[str, str] = {
     # the drill
     "Drill": "gameday.drill", "DrillResult": "gameday.verdicts.result",
     # targets
-    "Target": "gameday.targets.base", "RegionInfo": "gameday.targets.base", "Endpoints": "gameday.targets.base",
-    "Reconcilable": "gameday.targets.base", "Releasable": "gameday.targets.base",
-    "Liveness": "gameday.targets.base", "HasFaults": "gameday.targets.base",
-    "FaultPlanner": "gameday.targets.base", "HasAlarmLines": "gameday.targets.base",
+    "Target": "gameday.interfaces", "RegionInfo": "gameday.interfaces", "Endpoints": "gameday.interfaces",
+    "Reconcilable": "gameday.interfaces", "Releasable": "gameday.interfaces",
+    "Liveness": "gameday.interfaces", "HasFaults": "gameday.interfaces",
+    "FaultPlanner": "gameday.interfaces", "HasAlarmLines": "gameday.interfaces",
+    "HasManifests": "gameday.interfaces", "HasSoftware": "gameday.interfaces",
+    "SharedFederation": "gameday.interfaces",
     # faults
     "Fault": "gameday.faults.model", "Param": "gameday.faults.model", "FAULTS": "gameday.faults.catalogue",
     # observation sources
@@ -45,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys((
         "GamedayError", "ConfigError", "TargetError", "TargetUnreachable", "ComponentFailed", "FaultError",
         "RestoreIncomplete", "LoadError", "DrillAborted", "ComponentDied", "LoadCollapsed", "DrillRefused",
-        "TransientError"), "gameday.errors"),
+        "TransientError", "DrillLockTimeout", "DrillLockError"), "gameday.errors"),
 }
 
 # The same names as _EXPORTS (tests/test_public_api.py keeps them in step).
@@ -61,6 +64,8 @@ __all__ = [
     "DnsSource",
     "Drill",
     "DrillAborted",
+    "DrillLockError",
+    "DrillLockTimeout",
     "DrillRefused",
     "DrillResult",
     "Endpoints",
@@ -71,6 +76,8 @@ __all__ = [
     "GamedayError",
     "HasAlarmLines",
     "HasFaults",
+    "HasManifests",
+    "HasSoftware",
     "HttpJsonNode",
     "HttpJsonVersion",
     "Liveness",
@@ -85,6 +92,7 @@ __all__ = [
     "RegionInfo",
     "Releasable",
     "RestoreIncomplete",
+    "SharedFederation",
     "Sources",
     "Target",
     "TargetError",
@@ -116,6 +124,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         ComponentFailed,
         ConfigError,
         DrillAborted,
+        DrillLockError,
+        DrillLockTimeout,
         DrillRefused,
         FaultError,
         GamedayError,
@@ -128,6 +138,20 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     )
     from gameday.faults.catalogue import FAULTS
     from gameday.faults.model import Fault, Param
+    from gameday.interfaces import (
+        Endpoints,
+        FaultPlanner,
+        HasAlarmLines,
+        HasFaults,
+        HasManifests,
+        HasSoftware,
+        Liveness,
+        Reconcilable,
+        RegionInfo,
+        Releasable,
+        SharedFederation,
+        Target,
+    )
     from gameday.observers.sources import (
         AlarmEvent,
         AlarmSource,
@@ -144,16 +168,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         Sources,
         UdpDns,
         VersionSource,
-    )
-    from gameday.targets.base import (
-        Endpoints,
-        FaultPlanner,
-        HasAlarmLines,
-        HasFaults,
-        Liveness,
-        Reconcilable,
-        RegionInfo,
-        Releasable,
-        Target,
     )
     from gameday.verdicts.result import DrillResult

@@ -8,9 +8,9 @@
 ``gameday report``   the HTML report of a run's Allure results (Allure, or a self-contained page).
 
 ``gameday drill`` runs pytest as its child and waits for it, however long the revert
-takes: Ctrl-C (which the terminal sends to both) SIGTERM and SIGHUP (a closed terminal) reach pytest, which reverts
-and stops; a second Ctrl-C shows what is still being reverted. If ``gameday drill`` is
-killed, pytest gets SIGTERM and still reverts.
+takes: Ctrl-C (which the terminal sends to both), SIGTERM and SIGHUP (a closed terminal)
+reach pytest, which reverts and stops; a second Ctrl-C shows what is still being
+reverted. If ``gameday drill`` is killed, pytest gets SIGTERM and still reverts.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ class _Supervisor:
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import forget, restore  # noqa: PLC0415
+    from gameday.restore import forget, restore  # noqa: PLC0415
 
     reports = Path(args.reports).absolute() if args.reports else None
     for module in args.plugin or ():
@@ -282,7 +282,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
-    from gameday.faults.restore import held_faults, stop_leftover_federations  # noqa: PLC0415
+    from gameday.restore import held_faults, stop_leftover_federations  # noqa: PLC0415
 
     reports = Path(args.reports).absolute()
     stopped = stop_leftover_federations(reports, only_orphans=False, out=sys.stdout, force=args.force)
@@ -345,11 +345,14 @@ def _seconds(raw: str) -> float:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gameday`` console command."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="gameday", description=__doc__,
+    parser = argparse.ArgumentParser(prog="gameday", description=(__doc__ or "").replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gameday {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    up = sub.add_parser("up", help="bring the local federation up and show its status")
+    up = sub.add_parser("up", help="bring the local federation up and show its status",
+                        description="Starts the reference federation on this machine (loopback only, no "
+                        "root), prints where each component listens, and keeps it up until Ctrl-C, SIGTERM "
+                        "or --seconds; then stops every process it started.")
     up.add_argument("--topology", type=settings.cli_type("topology"),
                     help="topology YAML (default: clusters/local.yaml)")
     up.add_argument("--workdir", help="where logs and state go (default: reports/.gameday/up)")
@@ -385,8 +388,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="import MODULE first (repeatable), as pytest -p does: the module that registers "
                     "the faults or targets a conftest or plugin added to the run")
     rs.set_defaults(fn=_cmd_restore)
-    dn = sub.add_parser("down", help="stop every federation still running under the reports directory")
-    dn.add_argument("--reports", default="reports")
+    dn = sub.add_parser("down", help="stop every federation still running under the reports directory",
+                        description="Stops every local federation still running under --reports (one a killed "
+                        "runner left, or gameday up's). One whose ledger still holds an unreverted fault is left "
+                        "alone (run gameday restore first) unless --force.")
+    dn.add_argument("--reports", default="reports", help="the reports directory (default: reports)")
     dn.add_argument("--force", action="store_true",
                     help="also stop federations that hold an unreverted fault (clears their ledger entries)")
     dn.set_defaults(fn=_cmd_down)

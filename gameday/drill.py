@@ -13,6 +13,11 @@ condition reverts it early and aborts the drill. So does the watcher
 (:mod:`gameday.observers.watch`) when a component dies that the fault does not stop, or
 the load generator exits or collapses: the drill fails at once naming it, instead of
 minutes later as a verdict it did not cause.
+
+On a federation other processes drill too (kind's shared clusters, a staging context, a
+profile's federation: the target is a :class:`~gameday.interfaces.SharedFederation`),
+the outermost fault holds the drill lock (:mod:`gameday.drill_lock`) from before its health
+check and steady state until it is restored, so drills there take turns.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ from typing import Any
 import pytest
 
 from gameday import preflight, ticks
+from gameday.drill_lock import DrillLock, Holder
 from gameday.errors import (
     ComponentDied,
     DrillAborted,
+    DrillLockTimeout,
     DrillRefused,
     FaultError,
     FaultUnavailable,
@@ -41,6 +48,14 @@ from gameday.errors import (
     TargetUnreachable,
 )
 from gameday.faults import FAULTS, Ledger
+from gameday.interfaces import (
+    ComponentState,
+    FaultPlanner,
+    HasFaults,
+    SharedFederation,
+    Target,
+    liveness_of,
+)
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
@@ -49,13 +64,6 @@ from gameday.reports import steps as phase_steps
 from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.targets.base import (
-    ComponentState,
-    FaultPlanner,
-    HasFaults,
-    Target,
-    liveness_of,
-)
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
@@ -131,6 +139,9 @@ class Drill:
         self._casualty_handled = threading.Event()
         """Set once the watcher has reverted what was in effect when it saw the casualty."""
         self._baseline_start: float | None = None
+        self.seed_key = seed_key
+        self._lock_note: str | None = None
+        """How the outermost fault's drill lock was taken (a result note), while it is held."""
 
     # -- choices --------------------------------------------------------------------------
     @property
@@ -173,6 +184,9 @@ class Drill:
                 load fell short during the baseline (nothing injected).
             DrillRefused: the regions left would not carry the load, or clients could not
                 move within the switchover limit (nothing injected).
+            DrillLockTimeout: on a shared federation (:class:`SharedFederation`), another
+                process's drill held the drill lock past ``--gameday-drill-lock-timeout``
+                (nothing injected; the message names the holder).
             DrillAborted: a stop condition reverted the fault early.
             ComponentDied: a component the fault does not stop died; every fault reverted.
             LoadCollapsed: the load generator exited or collapsed; every fault reverted.
@@ -205,11 +219,20 @@ class Drill:
             # (a dry run never gets inside the block, so it is always the outermost fault)
             self._dry_run(kind, region, dict(params), checks=checks, lost=lost, baseline=baseline,
                           restore_timeout=restore_timeout)
+        lock: DrillLock | None = None
         if parent is None:
-            self.target.check_health(timeout=15)
-            tl = Timeline(t0=time.monotonic())
-            # Sources made now: their alarms count from now on.
-            observer = self._start_observer(self.target.sources(), tl)
+            # Held from here (before the health check: another drill's fault would fail it)
+            # until the outermost fault is restored, on every way out; the kernel frees it
+            # if this process dies.
+            lock = self._take_drill_lock(action)
+            try:
+                self.target.check_health(timeout=15)
+                tl = Timeline(t0=time.monotonic())
+                # Sources made now: their alarms count from now on.
+                observer = self._start_observer(self.target.sources(), tl)
+            except BaseException:
+                self._release_drill_lock(lock)
+                raise
         else:
             tl, observer = parent.result.timeline, parent.observer
         watcher = self._watcher
@@ -263,6 +286,8 @@ class Drill:
                 utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
                 on_verdict=self.steps.verdict,
             )
+            if self._lock_note is not None:
+                result.notes["drill lock"] = self._lock_note
             if live is None:
                 result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
                                             "capability; a dead component shows only as what it breaks")
@@ -302,8 +327,11 @@ class Drill:
                 if active is not None and active in self._stack:
                     self._stack.remove(active)
                 if parent is None:
-                    observer.stop()
-                    self._phase = "done"
+                    try:
+                        observer.stop()
+                    finally:
+                        self._phase = "done"
+                        self._release_drill_lock(lock)
                 if active is not None:
                     active.result.poll_rates = observer.poll_rates()
                     active.result.casualty = self._casualty
@@ -316,6 +344,45 @@ class Drill:
             raise FaultError(f"observer failed during the drill: {observer.error!r}") from observer.error
         if active is not None and active.window.aborted:
             raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
+
+    def _take_drill_lock(self, action: str) -> DrillLock | None:
+        """The drill lock of a shared federation (:class:`SharedFederation`), taken; None
+        for a target that owns its federation. While another process's drill holds it, the
+        wait is on the live line and in the log, naming the holder.
+
+        Raises:
+            DrillLockTimeout: still held after ``--gameday-drill-lock-timeout``; nothing injected.
+            DrillLockError: the lock file cannot be used; nothing injected.
+        """
+        if not isinstance(self.target, SharedFederation):
+            return None
+        key = self.target.drill_lock_key()
+        lock = DrillLock(key, what=f"test {self.seed_key}")
+        timeout = self.settings.drill_lock_timeout
+        told: list[str] = []
+
+        def waiting(holder: Holder | None, waited: float) -> None:
+            who = holder.describe() if holder is not None else "another process (it has not said who it is)"
+            if who not in told:  # once per holder: the log is not a progress bar
+                told.append(who)
+                log.warning("%s: waiting for drill lock held by %s (key %s, up to %g s)", action, who, key, timeout)
+            self.progress(f"[gameday] {action}: waiting for drill lock held by {who}  {waited:.0f}/{timeout:g} s")
+
+        self._phase = "lock"
+        try:
+            waited = lock.acquire(timeout, on_wait=waiting)
+        except DrillLockTimeout as exc:
+            raise DrillLockTimeout(f"refusing {action}: {exc}; nothing was injected", key=exc.key,
+                                   holder=exc.holder) from None
+        self._lock_note = f"held on {key}" + (
+            f" after waiting {waited:.1f} s for {lock.waited_for.describe() if lock.waited_for else 'another process'}"
+            if told else "")
+        return lock
+
+    def _release_drill_lock(self, lock: DrillLock | None) -> None:
+        if lock is not None:
+            lock.release()
+        self._lock_note = None
 
     def _start_observer(self, sources: Sources, tl: Timeline) -> Observer:
         """The observers and the watcher of an outermost fault (nested ones share them)."""

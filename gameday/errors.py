@@ -14,6 +14,8 @@ Every error gameday raises on purpose derives from :class:`GamedayError`::
     │   ├── ComponentDied           a component exited that the fault does not stop
     │   └── LoadCollapsed           the load generator exited or stopped offering the load
     ├── DrillRefused                the drill would break more than capacity allows; nothing injected
+    │   └── DrillLockTimeout        another process's drill held the federation's drill lock too long
+    ├── DrillLockError              the drill lock cannot be taken at all (its file, or held by this process)
     ├── ReportError                 `gameday report`: no results, unreadable results, the generator failed
     └── TransientError              a retryable failure (timeouts, connection refused)
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from gameday.drill_lock import Holder
     from gameday.timeline import Casualty
 
 
@@ -107,6 +110,22 @@ class LoadCollapsed(DrillAborted):
 
 class DrillRefused(GamedayError):
     """A drill was refused up front (e.g. N-2 capacity does not hold); nothing was injected."""
+
+
+class DrillLockTimeout(DrillRefused):
+    """Another process held the federation's drill lock (:mod:`gameday.drill_lock`) for longer
+    than ``--gameday-drill-lock-timeout``; nothing was injected. ``holder`` says who (None
+    when it has not written who it is), ``key`` which federation."""
+
+    def __init__(self, message: str, *, key: str, holder: Holder | None = None) -> None:
+        self.key = key
+        self.holder = holder
+        super().__init__(message)
+
+
+class DrillLockError(GamedayError):
+    """The drill lock cannot be taken at all: its file cannot be opened or locked, or this
+    very process already holds it (a second drill inside the first); nothing was injected."""
 
 
 class TransientError(GamedayError):

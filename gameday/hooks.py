@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from gameday.interfaces import Target
     from gameday.settings import Settings
-    from gameday.targets.base import Target
     from gameday.topology import Topology
 
 
@@ -50,7 +50,7 @@ def pytest_gameday_make_target(
         workdir: a fresh directory for this federation's files (state, logs, dry-run records).
 
     Returns:
-        An object implementing :class:`gameday.targets.base.Target`; the first non-None
+        An object implementing :class:`gameday.interfaces.Target`; the first non-None
         answer wins.
 
     Raise a :class:`gameday.errors.GamedayError` naming what is missing (a tool, a context,

@@ -201,9 +201,10 @@ def slo(gameday_settings: Settings) -> SLO:
 def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The target federation, up and deployed for the whole session, torn down at the end.
 
-    One per pytest-xdist worker (each on its own free ports), so two drills never
-    break the same federation at the same time. Yields a
-    :class:`gameday.targets.base.Target`.
+    One per pytest-xdist worker (local: each on its own free ports). Where the workers
+    share one (kind's clusters, a staging context, a profile's federation: a
+    :class:`gameday.interfaces.SharedFederation`), their drills take turns on the
+    drill lock (:mod:`gameday.drill_lock`). Yields a :class:`gameday.interfaces.Target`.
     """
     state = pytestconfig.stash[STATE_KEY]
     with gsession.federation(pytestconfig, state) as target:

@@ -603,7 +603,7 @@ class Profile(_Model):
         the profile. Fields a profile does not carry keep the topology defaults and mean
         nothing for an external federation: the ``timing`` fixture's other values are only
         timeouts for conformance checks, and capacities are read from
-        :meth:`gameday.targets.base.Target.regions` (None where unknown), never from here.
+        :meth:`gameday.interfaces.Target.regions` (None where unknown), never from here.
         """
         first, _, rest = self.service.fqdn.rstrip(".").partition(".")
         service = first if _LABEL.match(first) else "app"

@@ -27,6 +27,7 @@ import pytest
 from gameday.drill import Drill
 from gameday.errors import ConfigError, GamedayError
 from gameday.faults import Ledger
+from gameday.interfaces import HasSoftware, Target
 from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
 from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
@@ -36,7 +37,6 @@ from gameday.reports.history import HistoryRow, append_history, check_regression
 from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.targets import registry
-from gameday.targets.base import Target
 from gameday.topology import Topology, load_topology
 from gameday.verdicts.result import DrillResult
 
@@ -89,6 +89,10 @@ class SessionState:
     """Every fault injected in this process, reverted or not (the interruption summary)."""
     swept: list[str] = field(default_factory=list)
     """Faults the session itself reverted at teardown (a drill interrupted mid-injection)."""
+    software: dict[str, str] = field(default_factory=dict)
+    """What the target said its federation runs (:class:`HasSoftware`), for the report's
+    environment; under xdist each worker sends it once with a test report."""
+    software_sent: bool = False
 
     @property
     def ledger(self) -> Ledger:
@@ -263,7 +267,7 @@ def make_target(state: SessionState, workdir: Path, config: pytest.Config | None
         missing = [m for m in _TARGET_MEMBERS if not hasattr(target, m)]
         raise pytest.UsageError(f"gameday: --gameday-target={name}: the pytest_gameday_make_target hook returned "
                                 f"{type(target).__qualname__}, which is not a gameday Target (missing: "
-                                f"{', '.join(missing)}; see gameday.targets.base.Target)")
+                                f"{', '.join(missing)}; see gameday.interfaces.Target)")
     return target
 
 
@@ -279,6 +283,8 @@ def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
     try:
         target.up()
         target.deploy()
+        if isinstance(target, HasSoftware):
+            state.software = dict(target.software())
         yield target
     finally:
         with state.interrupts.shielded(f"stopping the {target.name} federation"):
@@ -534,6 +540,9 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
             allure_attach.regression_status(item.config, regression[0], fail=regression[1])
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
+        if state is not None and state.software and not state.software_sent:
+            report.user_properties.append(("gameday_software", json.dumps(state.software)))
+            state.software_sent = True
         # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
         for res in item.stash.get(RESULTS_KEY, []):
             report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
@@ -572,6 +581,8 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
             for key, value in getattr(rep, "user_properties", []):
                 if key == "gameday_drill":
                     drills.append(json.loads(value))
+                elif key == "gameday_software":
+                    state.software.update(json.loads(value))
                 elif key == "gameday_conformance":
                     entry = json.loads(value)
                     entry["outcome"] = rep.outcome
@@ -638,7 +649,8 @@ def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict
     directory = allure_attach.results_dir(config)
     if directory is not None:
         regions = [r.name for r in state.topology.regions] if state.topology is not None else []
-        allure_attach.write_results_files(directory, reporting.environment(s, state.profile, regions), os.environ)
+        env = reporting.environment(s, state.profile, regions, state.software)
+        allure_attach.write_results_files(directory, env, os.environ)
     regressed = regressions(drills)
     if regressed:
         state.regressed = regressed

@@ -89,6 +89,10 @@ class Settings:
     fail_on_regression: bool = False
     """Fail the run on a switchover regression against reports/history.jsonl (else only flag it)."""
     run_destructive: bool = True
+    drill_lock_timeout: float = 900.0
+    """Seconds a drill on a shared federation waits for another process's drill to finish
+    (:mod:`gameday.drill_lock`) before it fails, nothing injected. 15 min: a drill on kind or
+    staging takes minutes, so a few others' can finish; one held longer is stuck."""
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)
 
@@ -322,6 +326,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("keep-clusters", "kind target: leave the clusters and the federation in place after the run (by "
                "default the clusters it created are deleted, reused ones only lose the federation)", Flag(),
                flag=True),
+    # A day: no drill waits longer for another; 0 means "fail at once if another drill holds it".
+    OptionSpec("drill-lock-timeout", "seconds a drill on a shared federation (kind, kube, external) waits for "
+               "another process's drill on it to finish before failing, nothing injected (default 900; 0: do "
+               "not wait)", Number(False, 0, 86_400)),
     OptionSpec("fail-on-regression", "fail the run when a drill's switchover is more than 50 % above the median "
                "of its previous runs (reports/history.jsonl, at least 3)", Flag(), flag=True),
 )
@@ -403,6 +411,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         dry_run=values.get("dry-run", False),
         keep_clusters=values.get("keep-clusters", False),
         fail_on_regression=values.get("fail-on-regression", False),
+        drill_lock_timeout=values.get("drill-lock-timeout", Settings.drill_lock_timeout),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),

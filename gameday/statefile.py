@@ -22,6 +22,18 @@ from typing import Any
 
 from gameday.errors import GamedayError
 
+
+def state_dir() -> Path:
+    """The per-user state directory: ``$GAMEDAY_STATE_DIR``, else ``$XDG_STATE_HOME/gameday``
+    (default ``~/.local/state/gameday``). It holds the ledger index and the drill locks; it
+    is not created here."""
+    base = os.environ.get("GAMEDAY_STATE_DIR")
+    if base:
+        return Path(base)
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "gameday"
+
+
 MAX_STATE_BYTES = 16 * 1024 * 1024
 """A ledger or state file larger than this is not one we wrote (16 MiB: ~50,000 entries)."""
 

@@ -1,7 +1,7 @@
 """Helpers of the conformance suite (``suites/conformance``): seeing a federation from outside.
 
 Everything here talks to a federation only through a target's
-:class:`~gameday.targets.base.Endpoints` - HTTP ``/status`` and ``/metrics``, and DNS -
+:class:`~gameday.interfaces.Endpoints` - HTTP ``/status`` and ``/metrics``, and DNS -
 exactly as it would talk to a staging federation.
 
 * :mod:`.view` - :class:`~.view.FederationView`: statuses, metrics, requests through

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import pytest
 
-from gameday.targets.base import CAPABILITIES
+from gameday.interfaces import CAPABILITIES
 
 C = TypeVar("C")
 

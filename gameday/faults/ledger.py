@@ -23,7 +23,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from gameday.statefile import CorruptFile, quarantine, read_json_object, write_json_atomic
+from gameday.statefile import CorruptFile, quarantine, read_json_object, state_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +81,7 @@ class LedgerEntry:
 def index_path() -> Path:
     """The per-user list of ledgers: ``$GAMEDAY_STATE_DIR`` or ``$XDG_STATE_HOME/gameday``
     (default ``~/.local/state/gameday``), file ``ledgers.json``."""
-    base = os.environ.get("GAMEDAY_STATE_DIR")
-    if base:
-        return Path(base) / "ledgers.json"
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "gameday" / "ledgers.json"
+    return state_dir() / "ledgers.json"
 
 
 def known_ledgers() -> list[Path]:

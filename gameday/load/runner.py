@@ -24,10 +24,10 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
+from gameday.interfaces import LOAD_ROLE, ComponentState, Endpoints
 from gameday.interrupts import INTERRUPTS
+from gameday.ports import free_port, release
 from gameday.procs import ProcRegistry, spawn
-from gameday.targets.base import LOAD_ROLE, ComponentState, Endpoints
-from gameday.targets.local.plan import free_port, release
 from gameday.timeline import RequestRec
 
 BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")

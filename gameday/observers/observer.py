@@ -25,8 +25,8 @@ from typing import Any
 import aiohttp
 
 from gameday.errors import GamedayError, TransientError
+from gameday.interfaces import ComponentState, RegionInfo
 from gameday.observers.sources import AlarmSource, Closeable, EntryNodeSource, Sources, fetch
-from gameday.targets.base import ComponentState, RegionInfo
 from gameday.timeline import (
     AlarmObs,
     ComponentObs,
@@ -83,7 +83,7 @@ class Observer:
     ) -> None:
         """
         Args:
-            sources: what to read (the target's :meth:`~gameday.targets.base.Target.sources`).
+            sources: what to read (the target's :meth:`~gameday.interfaces.Target.sources`).
             regions: the regions (the DNS source's addresses are mapped to them).
             interval: seconds between ticks (<= 0.1 keeps the DESIGN.md resolution).
             util_every: read utilisation every this many ticks.

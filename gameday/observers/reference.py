@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gameday.interfaces import Endpoints
 from gameday.observers.sources import (
     AlarmSource,
     HttpJsonNode,
@@ -20,7 +21,6 @@ from gameday.observers.sources import (
     Sources,
     UdpDns,
 )
-from gameday.targets.base import Endpoints
 
 DNS_SAMPLES = 16
 """GSLB queries per read: its answers are weighted single addresses, so a 20 % region needs

@@ -278,7 +278,7 @@ CATEGORIES: list[dict[str, Any]] = [
     {"name": "Infrastructure: restore incomplete", "matchedStatuses": ["broken", "failed"],
      "messageRegex": r"(?s).*\bRestoreIncomplete\b.*"},
     {"name": "Refused drills", "matchedStatuses": ["broken", "failed", "skipped"],
-     "messageRegex": r"(?s).*\bDrillRefused\b.*"},
+     "messageRegex": r"(?s).*\b(DrillRefused|DrillLockTimeout)\b.*"},
     {"name": "Switchover regressions", "matchedStatuses": ["failed", "passed"],
      "messageRegex": r"(?s)REGRESSION: switchover.*"},
     {"name": "SLO breaches (a verdict failed)", "matchedStatuses": ["failed"],

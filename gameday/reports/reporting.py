@@ -7,11 +7,11 @@ import datetime as dt
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from gameday.errors import GamedayError
 from gameday.reports.history import HistoryRow
 
 
@@ -28,27 +28,16 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def nats_server_version() -> str:
-    """``nats-server --version``'s answer (the binary the local target runs), or why not."""
-    try:
-        from gameday.targets.local.natsserver import nats_server_binary  # noqa: PLC0415
-
-        out = subprocess.run([nats_server_binary(), "--version"], capture_output=True, text=True, timeout=10,
-                             check=False)
-    except (OSError, subprocess.SubprocessError, GamedayError) as exc:
-        return f"unknown ({type(exc).__name__})"
-    text = (out.stdout or out.stderr).strip()
-    return text.removeprefix("nats-server: ") or f"unknown (exit {out.returncode})"
-
-
-def environment(settings: Any, profile: Any, regions: list[str]) -> dict[str, str]:
-    """environment.properties: what a reviewer needs to know the run was what they think."""
+def environment(settings: Any, profile: Any, regions: list[str],
+                software: Mapping[str, str] | None = None) -> dict[str, str]:
+    """environment.properties: what a reviewer needs to know the run was what they think.
+    *software*: what the target said its federation runs (:class:`gameday.HasSoftware`)."""
     from gameday import __version__  # noqa: PLC0415  (the package root imports this layer)
 
     ctx = context(settings, profile)
     return {"target": ctx["target"], "topology": ctx["topology"], "regions": ", ".join(regions),
             "seed": str(settings.seed), "rounds": str(settings.rounds), "gameday": __version__,
-            "nats-server": nats_server_version(), "locust": _version("locust"),
+            **dict(software or {}), "locust": _version("locust"),
             "allure-pytest": _version("allure-pytest"), "python": platform.python_version(),
             "switchover limit": f"{settings.slo.switchover_limit:g} s"}
 

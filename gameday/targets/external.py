@@ -15,6 +15,7 @@ profile file has changed or gone since (it says so).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import socket
 import time
@@ -31,6 +32,7 @@ import dns.rdatatype
 from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError, TargetUnreachable
 from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
+from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
 from gameday.observers.sources import (
     AlarmSource,
     CommandAlarms,
@@ -45,7 +47,6 @@ from gameday.observers.sources import (
 )
 from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
 from gameday.settings import Settings
-from gameday.targets.base import ClientRoute, Endpoints, RegionInfo
 from gameday.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.userinput import shown
 
@@ -72,7 +73,7 @@ def command_spec(cmd: Command, cwd: Path) -> CommandSpec:
 
 
 class ExternalTarget:
-    """A :class:`~gameday.targets.base.Target` for a federation described by a profile.
+    """A :class:`~gameday.interfaces.Target` for a federation described by a profile.
 
     Args:
         loaded: the validated profile and the file it came from.
@@ -109,7 +110,7 @@ class ExternalTarget:
         return cls(load_profile(settings.profile), workdir)
 
     def faults(self) -> Mapping[str, Fault]:
-        """The profile's faults (:class:`~gameday.targets.base.HasFaults`): a built-in name
+        """The profile's faults (:class:`~gameday.interfaces.HasFaults`): a built-in name
         keeps its meaning (``gateway_down`` takes its region out) but takes no parameters
         (a command is fixed); a name of the profile's own takes no region out unless its
         ``takes_region_out`` says so."""
@@ -168,6 +169,15 @@ class ExternalTarget:
         except ConfigError as exc:
             raise TargetError(f"cannot re-attach: {exc}") from exc
         return cls(LoadedProfile(profile, path.absolute(), str(ref.get("sha256", ""))))
+
+    def drill_lock_key(self) -> str:
+        """The federation's identity (:class:`~gameday.interfaces.SharedFederation`): the name
+        its clients resolve at the DNS server they ask, ``federation:app.example.test.@10.0.0.53:53``.
+        Every run drilling this federation takes turns, whatever its profile file is called
+        or wherever it lies, and so do the kube and kind targets given the same profile."""
+        dns = self.profile.service.dns
+        server = ipaddress.ip_address(dns.server).compressed
+        return f"federation:{self.profile.service.fqdn}@{f'[{server}]' if ':' in server else server}:{dns.port}"
 
     # -- lifecycle: the federation is someone else's ---------------------------------------------------
     def up(self) -> None:

@@ -40,8 +40,8 @@ from gameday.errors import ConfigError, TargetError
 from gameday.userinput import shown
 
 if TYPE_CHECKING:
+    from gameday.interfaces import Target
     from gameday.settings import Settings
-    from gameday.targets.base import Target
     from gameday.topology import Topology
 
 log = logging.getLogger(__name__)

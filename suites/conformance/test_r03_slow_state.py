@@ -14,7 +14,7 @@ import pytest
 
 from gameday.conformance.capabilities import require
 from gameday.conformance.wait import sample_for
-from gameday.targets.base import Reconcilable
+from gameday.interfaces import Reconcilable
 
 MARK = "gameday-r3"
 """A label only the changed region carries: shows the pass really picked the change up."""

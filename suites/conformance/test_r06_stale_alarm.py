@@ -11,7 +11,7 @@ import pytest
 
 from gameday.conformance.capabilities import require
 from gameday.conformance.wait import wait_until
-from gameday.targets.base import HasAlarmLines, Reconcilable
+from gameday.interfaces import HasAlarmLines, Reconcilable
 
 
 def _alarm_events(lines):

@@ -8,7 +8,7 @@ else the newest schema shipped. Then the workloads are checked: separate ``/live
 PodDisruptionBudget and topology spread for every Deployment and StatefulSet, and one
 pinned version of each image in every region (see :mod:`gameday.conformance.manifests`).
 
-The manifests are the target's (:class:`gameday.targets.base.HasManifests`): the reference
+The manifests are the target's (:class:`gameday.interfaces.HasManifests`): the reference
 app's shipped ones on local, kind and kube; a profile's ``manifests`` directory on external.
 A target that names none skips, saying so; a named directory without manifests is a failure,
 not a skip: the rule cannot hold for manifests that do not exist.
@@ -25,8 +25,8 @@ import pytest
 
 from gameday.conformance import manifests
 from gameday.conformance.capabilities import require
+from gameday.interfaces import HasManifests
 from gameday.resources import clusters_dir
-from gameday.targets.base import HasManifests
 
 CLUSTERS = clusters_dir()
 KIND_CONFIGS = CLUSTERS / "kind"

@@ -16,8 +16,8 @@ import itertools
 import pytest
 
 from gameday.conformance.capabilities import require
+from gameday.interfaces import Releasable
 from gameday.release import check_release_order, run_release
-from gameday.targets.base import Releasable
 
 PROBE_REQUESTS = 5
 

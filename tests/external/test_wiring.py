@@ -85,7 +85,7 @@ def test_up_names_everything_that_is_unreachable_before_any_fault(tmp_path: Path
 
 
 def test_the_external_target_has_only_the_capabilities_a_profile_gives(tmp_path: Path) -> None:
-    from gameday.targets.base import FaultPlanner, HasAlarmLines, HasFaults, Liveness, Reconcilable, Releasable
+    from gameday.interfaces import FaultPlanner, HasAlarmLines, HasFaults, Liveness, Reconcilable, Releasable
 
     f = tmp_path / "p.yaml"
     f.write_text(yaml.safe_dump(GOOD))
@@ -103,8 +103,8 @@ def test_the_external_target_has_only_the_capabilities_a_profile_gives(tmp_path:
 
 
 def test_preflight_neither_refuses_nor_passes_on_an_unknown_capacity() -> None:
+    from gameday.interfaces import RegionInfo
     from gameday.preflight import check_capacity
-    from gameday.targets.base import RegionInfo
 
     regions = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, None, "127.0.2.1"),
                RegionInfo("c", 1, 20, "127.0.3.1")]

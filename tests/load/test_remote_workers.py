@@ -28,9 +28,9 @@ import dns.rrset
 import pytest
 
 from gameday.errors import LoadError
+from gameday.interfaces import Endpoints
 from gameday.load.runner import LoadRunner
-from gameday.targets.base import Endpoints
-from gameday.targets.local.plan import free_port
+from gameday.ports import free_port
 
 FQDN = "app.remote.test."
 SHIFT = 100_000.0

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gameday.interfaces import RegionInfo
 from gameday.observers.observer import Observer
 from gameday.observers.sources import HttpJsonNode, HttpJsonVersion, LogFileAlarms, Sources, UdpDns
-from gameday.targets.base import RegionInfo
 from gameday.timeline import Timeline
 
 REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.2.1")]

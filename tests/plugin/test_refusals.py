@@ -22,8 +22,8 @@ from gameday.drill import Drill
 from gameday.errors import DrillRefused
 from gameday.faults import Ledger
 from gameday.faults.catalogue import CATALOGUE
+from gameday.interfaces import RegionInfo
 from gameday.settings import SLO, Settings
-from gameday.targets.base import RegionInfo
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.local import LocalTarget

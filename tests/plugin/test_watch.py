@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from gameday.interfaces import LOAD_ROLE
 from gameday.observers.watch import InEffect, LoadBounds, Watcher, steady_state
-from gameday.targets.base import LOAD_ROLE
 from gameday.timeline import ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"

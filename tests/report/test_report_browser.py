@@ -8,7 +8,6 @@ small real allure-pytest runs (tests/report/tiny.py) reported one after the othe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from collections.abc import Iterator
@@ -58,18 +57,10 @@ def _environment_of(results: Path) -> dict[str, str]:
                 for line in props.read_text().splitlines() if "=" in line)
 
 
-def _issue9_pending(results: Path, expected: pages.Expected) -> str:
-    """What the drill's results still lack of what issue 9 asks the drill to write (steps,
-    environment.properties); "" once they have it. (Another branch adds them; until it is
-    merged these checks cannot run on a drill, and the tiny runs check the same pages; once
-    it is, gameday.reports.steps exists and a drill without steps fails here.)"""
-    lacks = [what for what, ok in (("steps", bool(expected.steps)),
-                                   ("environment.properties", (results / "environment.properties").is_file()))
-             if not ok]
-    # Once the drill's step writer is in this tree, a drill without them is a failure, not a pending.
-    assert not (lacks and importlib.util.find_spec("gameday.reports.steps")), \
-        f"the drill wrote no {', '.join(lacks)} although gameday.reports.steps is installed"
-    return ", ".join(lacks)
+def _assert_complete(results: Path, expected: pages.Expected) -> None:
+    """A drill's Allure results carry its steps and environment.properties (issue 9)."""
+    assert expected.steps, f"the drill wrote no Allure steps to {results}"
+    assert (results / "environment.properties").is_file(), f"the drill wrote no environment.properties to {results}"
 
 
 def test_allure_report_of_a_drill_shows_the_test_its_steps_timeline_and_environment(
@@ -84,15 +75,10 @@ def test_allure_report_of_a_drill_shows_the_test_its_steps_timeline_and_environm
     with serve_directory(report) as base:
         pages.allure_overview(page, base)
         pages.screenshot(page, "allure-drill-overview.png")
-        environment = _environment_of(results)
-        if environment:
-            pages.check_allure_environment(page, environment)
+        _assert_complete(results, expected)
+        pages.check_allure_environment(page, _environment_of(results))
         pages.open_allure_test(page, base, expected)
         pages.screenshot(page, "allure-drill-test.png")
-        pending = _issue9_pending(results, expected)
-        if pending:
-            pytest.xfail(f"the drill's Allure results have no {pending} yet (issue 9: the drill writes them); "
-                         "the test page, its status and fixtures were shown")
         pages.check_allure_test(page, expected)
         pages.screenshot(page, "allure-drill-test-expanded.png")
 
@@ -109,17 +95,10 @@ def test_self_contained_report_of_a_drill_opens_from_disk_with_images_inlined(
     page.on("request", lambda req: requests.append(req.url))
     page.goto((out / "index.html").as_uri())
     expected = pages.Expected.of(results, DRILL_TEST)
-    pending = _issue9_pending(results, expected)
+    _assert_complete(results, expected)
     pages.screenshot(page, "builtin-drill.png")
     assert [u for u in requests if not u.startswith(("file:", "data:", "about:"))] == [], \
         f"the self-contained report fetched {requests}"
-    if pending:
-        # What can be checked without steps: the test, its status, the timeline image inlined.
-        article = page.locator("article.test", has=page.locator(".test-name", has_text=DRILL_TEST)).first
-        assert article.locator("summary .badge").first.inner_text() == expected.status
-        timeline = article.locator(".attachment", has=page.locator("text=timeline")).locator("img").first
-        assert timeline.get_attribute("src", timeout=5000).startswith("data:image/")
-        pytest.xfail(f"the drill's Allure results have no {pending} yet (issue 9: the drill writes them)")
     pages.check_builtin_test(page, expected)
     pages.check_builtin_environment(page, _environment_of(results))
     history = drill_reports / "history.jsonl"

@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+from gameday.interfaces import HasSoftware
 from gameday.reports.reporting import environment, history_rows
 from gameday.settings import Settings
+from gameday.targets.local import LocalTarget
+from gameday.targets.local.natsserver import nats_server_version
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -35,7 +38,21 @@ def test_one_row_per_drill_with_what_the_history_contract_says() -> None:
 
 
 def test_the_environment_names_versions_and_the_run() -> None:
-    env = environment(Settings(seed=42, topology=Path("clusters/mine.yaml"), rounds=3), None, ["a", "b"])
+    software = {"nats-server": "v2.10.22"}
+    env = environment(Settings(seed=42, topology=Path("clusters/mine.yaml"), rounds=3), None, ["a", "b"], software)
     assert env["seed"] == "42" and env["rounds"] == "3" and env["regions"] == "a, b"
     assert env["topology"] == "clusters/mine.yaml" and env["target"] == "local"
-    assert env["nats-server"].startswith("v2.") and env["locust"][0].isdigit() and env["python"].startswith("3.")
+    assert env["nats-server"] == "v2.10.22" and env["locust"][0].isdigit() and env["python"].startswith("3.")
+
+
+def test_the_local_target_names_the_nats_server_it_runs() -> None:
+    """What the environment shows for a local run comes from the target (HasSoftware): the
+    real binary's --version."""
+    assert issubclass(LocalTarget, HasSoftware)
+    assert nats_server_version().startswith("v2.")
+
+
+def test_an_environment_without_software_names_none() -> None:
+    """A target without HasSoftware: nothing is made up (no nats-server line on kube)."""
+    env = environment(Settings(seed=1), None, ["a"])
+    assert "nats-server" not in env

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from gameday.errors import TargetError
+from gameday.interfaces import Target
 from gameday.session import SessionState, make_target
 from gameday.settings import Settings
-from gameday.targets.base import Target
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import kind
 from gameday.targets.k8s import objects as o

@@ -26,7 +26,7 @@ from gameday.fedapp.gslb import Gslb
 from gameday.fedapp.proxy import Proxy
 from gameday.fedapp.skeleton import HttpComponent
 from gameday.fedapp.spec import FederationSpec
-from gameday.targets.base import Reconcilable
+from gameday.interfaces import Reconcilable
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s.kube import KubeTarget

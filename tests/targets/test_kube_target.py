@@ -16,8 +16,8 @@ import pytest
 
 from gameday.errors import ConfigError, TargetError
 from gameday.faults.catalogue import CATALOGUE
-from gameday.faults.restore import attach_target
-from gameday.targets.base import Target
+from gameday.interfaces import Target
+from gameday.restore import attach_target
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s import plan
 from gameday.targets.k8s.client import pick_node_address

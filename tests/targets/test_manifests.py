@@ -19,8 +19,8 @@ from kubernetes import client
 from gameday.errors import ConfigError
 from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
 from gameday.fedapp.spec import FederationSpec
+from gameday.interfaces import RegionInfo
 from gameday.release import check_release_order
-from gameday.targets.base import RegionInfo
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s import objects as o

@@ -27,7 +27,7 @@ import pytest
 from gameday.drill import Drill
 from gameday.errors import ConfigError, TargetError
 from gameday.faults import FAULTS, Fault, Ledger, Param
-from gameday.faults.restore import attach_target
+from gameday.restore import attach_target
 from gameday.settings import Settings
 from gameday.targets import registry
 from gameday.targets.k8s.plan import K8S_ACTIONS

@@ -35,10 +35,10 @@ from typing import Any, Self, TextIO
 from filelock import FileLock
 
 from gameday.errors import ConfigError, TargetError
+from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.sources import Sources
 from gameday.profile import load_profile
 from gameday.settings import Settings
-from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -312,7 +312,7 @@ class CommandRunner:
 
 
 class KindTarget:
-    """A :class:`~gameday.targets.base.Target` on kind clusters ``gd-<region>`` and ``gd-global``.
+    """A :class:`~gameday.interfaces.Target` on kind clusters ``gd-<region>`` and ``gd-global``.
 
     Raises (at construction, before anything is created):
         TargetError: kind or docker missing, the docker daemon down; a region named ``global``.
@@ -486,6 +486,11 @@ class KindTarget:
         (self.workdir / "kind.json").write_text(json.dumps({"created": self.created}), encoding="utf-8")
 
     # -- delegated to the kube target ---------------------------------------------------------------------
+    def drill_lock_key(self) -> str:
+        """The kube target's key over the clusters' ``kind-gd-*`` contexts: every xdist worker
+        of the pool (and any other run on those clusters, kind or kube) drills them in turn."""
+        return self.kube.drill_lock_key()
+
     def manifests_dir(self) -> Path:
         """The reviewed copies of the manifests this target deploys (``clusters/manifests``; R11)."""
         return f.MANIFESTS_DIR

@@ -34,11 +34,11 @@ from typing import Any, Self, TextIO
 
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
+from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
 from gameday.targets.admin_token import new_admin_token
-from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -63,7 +63,7 @@ LOG_POLL_INTERVAL = 2.0
 
 
 class KubeTarget:
-    """A :class:`~gameday.targets.base.Target` on existing kubeconfig contexts.
+    """A :class:`~gameday.interfaces.Target` on existing kubeconfig contexts.
 
     Args:
         topology: must have ``contexts`` (every region and ``global``).
@@ -167,6 +167,19 @@ class KubeTarget:
             "dry_run": self.dry_run,
             "addresses": self._addressing.hosts if self._addressing else None,
         }
+
+    def drill_lock_key(self) -> str:
+        """The federation's identity (:class:`~gameday.interfaces.SharedFederation`):
+        ``k8s:<context>/<namespace>,...`` over every cluster's kubeconfig context, sorted, so the
+        kind and the kube target on the same contexts take turns.
+
+        The drill lock is a file lock: it serialises the runs of one machine only, and
+        contexts are kubeconfig names (one cluster named differently in two kubeconfigs is two
+        keys). Engineers drilling one staging federation from several machines are not
+        serialised by it; that needs a lock kept in the clusters, a ``coordination.k8s.io``
+        Lease in the namespace (planned as data in :mod:`gameday.targets.k8s.lease`, not
+        executed yet)."""
+        return "k8s:" + ",".join(sorted({f"{ctx}/{o.NAMESPACE}" for ctx in self.contexts.values()}))
 
     # -- lifecycle -------------------------------------------------------------------------------------
     def up(self) -> None:

@@ -58,8 +58,8 @@ from dataclasses import dataclass
 
 from gameday.errors import ConfigError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec
+from gameday.interfaces import RegionInfo
 from gameday.release import plan_release
-from gameday.targets.base import RegionInfo
 from gameday.targets.k8s.objects import (
     AGENT_PORT,
     APP_PORT_BASE,

@@ -23,10 +23,10 @@ from typing import Any, Self, TextIO
 
 from gameday.errors import ConfigError, FaultError, GamedayError, TargetError
 from gameday.faults import FAULTS, Fault
+from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.sources import Sources
 from gameday.profile import IsolateNamespace, LoadedProfile, PatchSelector, ScaleToZero, load_profile
 from gameday.settings import Settings
-from gameday.targets.base import Endpoints, RegionInfo
 from gameday.targets.external import ExternalTarget
 from gameday.targets.k8s import plan
 from gameday.targets.k8s import profile_plan as pp
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 
 
 class ProfileKubeTarget:
-    """A :class:`~gameday.targets.base.Target` for a profile's federation on its own clusters.
+    """A :class:`~gameday.interfaces.Target` for a profile's federation on its own clusters.
 
     Args:
         loaded: the validated profile; it must have a ``kubernetes:`` section.
@@ -108,6 +108,12 @@ class ProfileKubeTarget:
         ext = ExternalTarget.attach(ref)
         return cls(ext.loaded, Path(str(ref.get("workdir", "."))), allow=ref.get("allow", ()),
                    dry_run=bool(ref.get("dry_run", False)), name=str(ref.get("name", "kube")))
+
+    def drill_lock_key(self) -> str:
+        """The profile's federation, as the external target names it
+        (:meth:`~gameday.targets.external.ExternalTarget.drill_lock_key`): drills of it take
+        turns whichever of kube, kind and external runs them."""
+        return self.external.drill_lock_key()
 
     # -- lifecycle: the federation is the team's ---------------------------------------------------------
     def up(self) -> None:

@@ -14,14 +14,15 @@ from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
 from gameday.fedapp.wire import broadcast_subject
+from gameday.interfaces import ComponentState, Endpoints, RegionInfo
 from gameday.observers.reference import log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
 from gameday.resources import clusters_dir
 from gameday.settings import Settings
-from gameday.targets.base import ComponentState, Endpoints, RegionInfo
 from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.targets.local.federation import LocalFederation, pid_alive
+from gameday.targets.local.natsserver import nats_server_version
 from gameday.topology import Topology
 
 READY_TIMEOUT = 30.0
@@ -34,7 +35,7 @@ INSTANCE_READY_TIMEOUT = 15.0
 
 
 class LocalTarget:
-    """A :class:`~gameday.targets.base.Target` backed by :class:`LocalFederation`."""
+    """A :class:`~gameday.interfaces.Target` backed by :class:`LocalFederation`."""
 
     name = "local"
 
@@ -80,6 +81,10 @@ class LocalTarget:
     def manifests_dir(self) -> Path:
         """The reference app's shipped manifests (the ones kind and kube deploy; R11)."""
         return clusters_dir() / "manifests"
+
+    def software(self) -> Mapping[str, str]:
+        """The nats-server this federation runs (its bus), for the report's environment."""
+        return {"nats-server": nats_server_version()}
 
     def regions(self) -> list[RegionInfo]:
         return [

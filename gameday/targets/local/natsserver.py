@@ -9,7 +9,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from gameday.errors import ComponentFailed, TargetError
+from gameday.errors import ComponentFailed, GamedayError, TargetError
 
 
 def nats_server_binary() -> str:
@@ -66,3 +66,14 @@ def _tail(log: Path | None, lines: int = 15) -> str:
         return ""
     text = log.read_text(errors="replace").splitlines()[-lines:]
     return f"; last lines of {log}:\n  " + "\n  ".join(text)
+
+
+def nats_server_version() -> str:
+    """``nats-server --version``'s answer (the binary the local target runs), or why not."""
+    try:
+        out = subprocess.run([nats_server_binary(), "--version"], capture_output=True, text=True, timeout=10,
+                             check=False)
+    except (OSError, subprocess.SubprocessError, GamedayError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    text = (out.stdout or out.stderr).strip()
+    return text.removeprefix("nats-server: ") or f"unknown (exit {out.returncode})"

@@ -21,10 +21,10 @@ from typing import Any, TextIO
 
 from gameday.errors import GamedayError
 from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
+from gameday.interfaces import Target
 from gameday.procs import stop_orphaned
 from gameday.statefile import CorruptFile, quarantine
 from gameday.targets import registry
-from gameday.targets.base import Target
 from gameday.targets.local.federation import LocalFederation, pid_alive
 
 

@@ -13,8 +13,10 @@ protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher name
 component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
 (R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
 count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
-own, looked up before the built-in table). A suite test that needs one skips,
-saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
+own, looked up before the built-in table), :class:`HasManifests` (R11),
+:class:`HasSoftware` (the report's environment), :class:`SharedFederation` (other
+processes drill the same federation: the drill serialises on its key). A suite test that
+needs one skips, saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
 """
 
 from __future__ import annotations
@@ -251,6 +253,40 @@ class HasManifests(Protocol):
         the reference app's shipped manifests; external: the profile's ``manifests``."""
 
 
+@runtime_checkable
+class HasSoftware(Protocol):
+    """A target that can name the third-party software its federation runs (the report's
+    environment: a reviewer checks the run used what they think)."""
+
+    def software(self) -> Mapping[str, str]:
+        """Program -> version, e.g. ``{"nats-server": "v2.10.22"}``; a version that cannot be
+        found is a reason in words (``"unknown (FileNotFoundError)"``), never an exception."""
+
+
+@runtime_checkable
+class SharedFederation(Protocol):
+    """A target whose federation other processes may drill at the same time: the xdist
+    workers of a kind run (one pool of clusters), engineers' runs on one staging context, the
+    runs of a profile (one real federation).
+
+    The drill holds the drill lock (:mod:`gameday.drill_lock`) on :meth:`drill_lock_key`
+    from the steady state before its outermost fault until that fault is restored, so no
+    drill measures another's fault and no restore undoes another's fault mid-drill. A target
+    each process owns alone (``local``: every xdist worker starts its own) does not have it;
+    nor need a plugin's target, unless its federation is shared: implementing the method is
+    the whole opt-in.
+
+    The lock serialises the processes of one machine (a file lock); see
+    :mod:`gameday.drill_lock` for runs on several machines.
+    """
+
+    def drill_lock_key(self) -> str:
+        """The federation's identity: the same string in every process that drills this
+        federation, a different one for a different federation (not empty). kind and kube:
+        ``k8s:<context>/<namespace>,...``; a profile: ``federation:<fqdn>@<dns server>``.
+        Cheap and offline (called before anything is reached)."""
+
+
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
@@ -259,5 +295,6 @@ CAPABILITIES: dict[type, str] = {
     FaultPlanner: "plan a fault without injecting it",
     HasFaults: "bring faults of its own",
     HasManifests: "name the Kubernetes manifests it deploys",
+    HasSoftware: "name the software its federation runs",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""
