@@ -140,19 +140,9 @@ def free_port(host: str = LOOPBACK, kind: int = socket.SOCK_STREAM) -> int:
         return picker.free_port(host, kind)
 
 
-def _port_free(host: str, port: int) -> bool:
-    for kind in (socket.SOCK_STREAM,):
-        with socket.socket(socket.AF_INET, kind) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                return False
-    return True
-
-
-def port_free(host: str, port: int) -> bool:
-    """True when a TCP socket can bind *host*:*port* right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def port_free(host: str, port: int, kind: int = socket.SOCK_STREAM) -> bool:
+    """True when a socket of *kind* (TCP by default) can bind *host*:*port* right now."""
+    with socket.socket(socket.AF_INET, kind) as s:
         try:
             s.bind((host, port))
         except OSError:

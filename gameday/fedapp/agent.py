@@ -35,17 +35,8 @@ import aiohttp
 import nats.errors
 from aiohttp import web
 
-from gameday.fedapp.common import (
-    JsonLog,
-    ReadyzFault,
-    configure_readyz,
-    connect_nats,
-    every,
-    json_response,
-    read_json,
-    render_metrics,
-    start_http,
-)
+from gameday.fedapp.common import JsonLog, ReadyzFault, connect_nats, every, json_response, read_json, render_metrics
+from gameday.fedapp.skeleton import HttpComponent, Route, start_http
 from gameday.fedapp.spec import FederationSpec
 from gameday.fedapp.wire import (
     Event,
@@ -109,7 +100,7 @@ class Target:
         return False
 
 
-class Agent:
+class Agent(HttpComponent):
     """A region agent; :func:`serve` runs one."""
 
     def __init__(self, spec: FederationSpec, region: str, log: JsonLog) -> None:
@@ -132,7 +123,7 @@ class Agent:
         self.events_published = 0
         self.publish_failures = 0
         self.heartbeats = 0
-        self.readyz_fault = ReadyzFault()
+        self.ready_fault = ReadyzFault()
         self._kick = asyncio.Event()
         self._publish_failing = False
         self._stop = asyncio.Event()
@@ -143,7 +134,7 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.rspec.agent
-        runner = await start_http(self.http_app(), ep.host, ep.port, self.log)
+        runner = await start_http(self, ep.host, ep.port, self.log, self.spec.admin.get(f"agent-{self.region}"))
         self.log("started", region=self.region, epoch=self.epoch, host=ep.host, port=ep.port,
                  targets=sorted(self.targets))
         timeout = aiohttp.ClientTimeout(total=self.timing.probe_timeout)
@@ -315,45 +306,20 @@ class Agent:
             "gameday_agent_events_published_total": "Health-change events acknowledged by JetStream.",
         })
 
-    def http_app(self) -> web.Application:
-        app = web.Application()
+    async def edit_slow(self, request: web.Request) -> web.Response:
+        """``POST /admin/slow``: edit the region's slow state (labels, quota) locally."""
+        body = await read_json(request)
+        for part in ("labels", "quota"):
+            if part in body and not isinstance(body[part], dict):
+                raise web.HTTPBadRequest(text=f"{part}: expected a JSON object")
+        for part in ("labels", "quota"):
+            if part in body:
+                self.slow[part] = dict(body[part])
+        self.log("slow_changed", slow=self.slow)
+        return json_response({"slow": self.slow})
 
-        async def livez(_: web.Request) -> web.Response:
-            return json_response({"ok": True})
-
-        async def readyz(_: web.Request) -> web.Response:
-            if self.readyz_fault.failing():
-                return json_response({"ready": False, "reason": "fault"}, status=503)
-            return json_response({"ready": True})
-
-        async def status(_: web.Request) -> web.Response:
-            return json_response(self.status())
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(text=self.metrics(), content_type="text/plain")
-
-        async def slow(request: web.Request) -> web.Response:
-            body = await read_json(request)
-            for part in ("labels", "quota"):
-                if part in body:
-                    if not isinstance(body[part], dict):
-                        raise web.HTTPBadRequest(text=f"{part}: expected a JSON object")
-                    self.slow[part] = dict(body[part])
-            self.log("slow_changed", slow=self.slow)
-            return json_response({"slow": self.slow})
-
-        async def fault(request: web.Request) -> web.Response:
-            body = await read_json(request)
-            configure_readyz(self.readyz_fault, body)
-            return json_response({"readyz": self.readyz_fault.describe()})
-
-        app.router.add_get("/livez", livez)
-        app.router.add_get("/readyz", readyz)
-        app.router.add_get("/status", status)
-        app.router.add_get("/metrics", metrics)
-        app.router.add_post("/admin/slow", slow)
-        app.router.add_post("/admin/fault", fault)
-        return app
+    def admin_routes(self) -> list[Route]:
+        return [Route("POST", "/admin/slow", self.edit_slow)]
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:

@@ -7,7 +7,7 @@ Endpoints:
     ``?ms=N`` sleeps N ms first (simulated work). Requests are counted in a sliding
     1 s window; when the window already holds ``capacity_rps`` accepted requests the
     answer is 503 with ``Retry-After: 1`` (counted as rejected, not in the window).
-``/livez``, ``/readyz``
+``/livez``, ``/readyz`` (the skeleton's, :mod:`gameday.fedapp.skeleton`)
     Separate on purpose (R11): liveness says "restart me", readiness "send me traffic".
 ``/status``, ``/metrics``
     Requests, rejections, utilisation (accepted requests in the last 1 s / capacity).
@@ -24,16 +24,8 @@ import time
 
 from aiohttp import web
 
-from gameday.fedapp.common import (
-    JsonLog,
-    ReadyzFault,
-    configure_readyz,
-    json_response,
-    read_json,
-    readyz_response,
-    render_metrics,
-    start_http,
-)
+from gameday.fedapp.common import JsonLog, ReadyzFault, json_response, render_metrics
+from gameday.fedapp.skeleton import HttpComponent, Route, start_http
 from gameday.fedapp.spec import FederationSpec, InstanceSpec, RegionSpec
 from gameday.fedapp.wire import SERVED_BY, Json
 
@@ -48,7 +40,7 @@ _HELP = {
 }
 
 
-class App:
+class App(HttpComponent):
     """One app instance's state and handlers."""
 
     def __init__(self, region: RegionSpec, inst: InstanceSpec, log: JsonLog) -> None:
@@ -94,15 +86,10 @@ class App:
         return json_response({"region": self.region.name, "instance": self.inst.name, "ts": time.time()},
                              headers={SERVED_BY: self.served_by})
 
-    async def livez(self, _: web.Request) -> web.Response:
-        if self.livez_failing:
-            return json_response({"live": False}, status=500)
-        return json_response({"live": True})
+    def live(self) -> bool:
+        return not self.livez_failing
 
-    async def readyz(self, _: web.Request) -> web.Response:
-        return readyz_response(self.ready_fault)
-
-    def _status(self) -> Json:
+    def status(self) -> Json:
         return {
             "role": "app",
             "region": self.region.name,
@@ -111,16 +98,12 @@ class App:
             "requests_total": self.requests_total,
             "rejected_total": self.rejected_total,
             "utilisation": round(self.utilisation(), 4),
-            "faults": {"readyz": self.ready_fault.describe(),
-                       "livez": "fail" if self.livez_failing else "ok"},
+            "faults": self.fault_state(),
         }
 
-    async def status(self, _: web.Request) -> web.Response:
-        return json_response(self._status())
-
-    async def metrics(self, _: web.Request) -> web.Response:
+    def metrics(self) -> str:
         lab = f'region="{self.region.name}",instance="{self.inst.name}"'
-        text = render_metrics(
+        return render_metrics(
             [
                 ("gameday_app_requests_total", lab, self.requests_total),
                 ("gameday_app_rejected_total", lab, self.rejected_total),
@@ -129,28 +112,19 @@ class App:
             ],
             _HELP,
         )
-        return web.Response(text=text, content_type="text/plain")
 
-    async def fault(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
+    def apply_fault(self, body: Json) -> None:
         livez = body.get("livez")
         if livez not in (None, "ok", "fail"):
-            raise web.HTTPBadRequest(text=f"livez: got {livez!r}, expected 'ok' or 'fail'")
-        configure_readyz(self.ready_fault, body)
+            raise ValueError(f"livez: got {livez!r}, expected 'ok' or 'fail'")
         if livez is not None:
             self.livez_failing = livez == "fail"
-        self.log("fault", **body)
-        return json_response(self._status()["faults"])
 
-    def web_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_route("*", "/work", self.work)
-        app.router.add_get("/livez", self.livez)
-        app.router.add_get("/readyz", self.readyz)
-        app.router.add_get("/status", self.status)
-        app.router.add_get("/metrics", self.metrics)
-        app.router.add_post("/admin/fault", self.fault)
-        return app
+    def fault_state(self) -> Json:
+        return {"readyz": self.ready_fault.describe(), "livez": "fail" if self.livez_failing else "ok"}
+
+    def public_routes(self) -> list[Route]:
+        return [Route("*", "/work", self.work)]
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:
@@ -160,7 +134,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     reg, inst = spec.instance(instance)
     log = JsonLog(f"app-{instance}")
     app = App(reg, inst, log)
-    runner = await start_http(app.web_app(), inst.endpoint.host, inst.endpoint.port, log)
+    runner = await start_http(app, inst.endpoint.host, inst.endpoint.port, log, spec.admin.get(f"app-{instance}"))
     log("started", endpoint=inst.endpoint.url, capacity_rps=inst.capacity_rps)
     try:
         await stop.wait()

@@ -186,25 +186,6 @@ async def read_json(request: web.Request) -> Json:
     return body
 
 
-def configure_readyz(fault: ReadyzFault, body: Json) -> None:
-    """Apply the readiness hook of an admin request *body* to *fault*.
-
-    Raises:
-        web.HTTPBadRequest: the hook is malformed (the message says what was expected).
-    """
-    try:
-        fault.configure(body)
-    except ValueError as exc:
-        raise web.HTTPBadRequest(text=str(exc)) from exc
-
-
-def readyz_response(fault: ReadyzFault) -> web.Response:
-    """The plain ``/readyz`` answer: 503 ``{"ready": false}`` while *fault* fails, else 200."""
-    if fault.failing():
-        return json_response({"ready": False}, status=503)
-    return json_response({"ready": True})
-
-
 def bind_host(host: str) -> str:
     """The address to listen on: *host* from the spec, unless ``GAMEDAY_BIND_HOST`` overrides it.
 
@@ -292,29 +273,6 @@ def _refusal(expected: bytes | None, header: str | None) -> str | None:
     if not hmac.compare_digest(presented.strip().encode("utf-8", "surrogateescape"), expected):
         return "wrong token"
     return None
-
-
-async def start_http(app: web.Application, host: str, port: int, log: JsonLog) -> web.AppRunner:
-    """Serve *app* on host:port (SO_REUSEADDR so a restarted component gets its port back),
-    its admin paths behind :func:`admin_guard` with the token :func:`admin_token_from_env` reads.
-
-    Raises:
-        SystemExit: ``$GAMEDAY_ADMIN_TOKEN_FILE`` names a file that cannot be used (logged
-            first as ``admin_token_unreadable``).
-    """
-    try:
-        token = admin_token_from_env()
-    except AdminTokenUnreadable as exc:
-        log("admin_token_unreadable", error=str(exc))
-        raise SystemExit(f"{ADMIN_TOKEN_ENV}: {exc}") from exc
-    if token is None:
-        log("admin_disabled", reason=f"{ADMIN_TOKEN_ENV} is not set: every admin call is refused")
-    app.middlewares.insert(0, admin_guard(token, log))
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, bind_host(host), port, reuse_address=True, backlog=1024)
-    await site.start()
-    return runner
 
 
 async def connect_nats(url: str, name: str, log: JsonLog, **callbacks: Any) -> Any:

@@ -61,18 +61,8 @@ import nats.js.errors
 from aiohttp import web
 from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
 
-from gameday.fedapp.common import (
-    Histogram,
-    JsonLog,
-    ReadyzFault,
-    configure_readyz,
-    connect_nats,
-    every,
-    json_response,
-    read_json,
-    render_metrics,
-    start_http,
-)
+from gameday.fedapp.common import Histogram, JsonLog, ReadyzFault, connect_nats, every, json_response, render_metrics
+from gameday.fedapp.skeleton import HttpComponent, Route, start_http
 from gameday.fedapp.snapshot import Snapshot, healthy_instances, merge_slow
 from gameday.fedapp.spec import Endpoint, FederationSpec
 from gameday.fedapp.wire import (
@@ -204,7 +194,7 @@ async def ensure_jetstream(js: Any, run_id: str, *, stream: str | None = None, s
             return await js.key_value(bucket)
 
 
-class ControlPlane:
+class ControlPlane(HttpComponent):
     """The control plane's state and loops; :func:`serve` runs one."""
 
     def __init__(self, spec: FederationSpec, log: JsonLog, scope: Scope | None = None) -> None:
@@ -224,7 +214,7 @@ class ControlPlane:
         self.primary = spec.topology.primary_region
         self.durable = spec.topology.control_plane.state == "durable"
         self.broadcast_delay = float(spec.topology.control_plane.broadcast_delay)
-        self.readyz_fault = ReadyzFault()
+        self.ready_fault = ReadyzFault()
 
         self.snapshot = Snapshot()
         self._data = self.snapshot.to_json()
@@ -272,7 +262,8 @@ class ControlPlane:
     async def run(self, stop: asyncio.Event) -> None:
         self._stop = stop
         ep = self.scope.endpoint
-        runner = await start_http(self.http_app(), ep.host, ep.port, self.log)
+        name = "controlplane" if self.scope.region is None else f"controlplane-{self.scope.region}"
+        runner = await start_http(self, ep.host, ep.port, self.log, self.spec.admin.get(name))
         self.log("started", host=ep.host, port=ep.port, state_mode=self._mode(),
                  broadcast_delay=self.broadcast_delay, scope=self.scope.name, layout=self.scope.layout)
         tasks: list[asyncio.Task[None]] = []
@@ -797,7 +788,7 @@ class ControlPlane:
             "diffs_served": dict(self.diffs_served),
             "cas_conflicts": self.cas_conflicts,
             "revision": self._revision,
-            "faults": {"broadcast_delay": self.broadcast_delay, "readyz": self.readyz_fault.describe()},
+            "faults": self.fault_state(),
         }
 
     def metrics(self) -> str:
@@ -832,59 +823,40 @@ class ControlPlane:
             histograms={"gameday_cp_processing_latency_seconds": self.latency},
         )
 
-    def http_app(self) -> web.Application:
-        app = web.Application()
+    def unready_reason(self) -> str | None:
+        return None if self.ready else "starting"
 
-        async def livez(_: web.Request) -> web.Response:
-            return json_response({"ok": True})
+    def ready_detail(self) -> Json:
+        return {"version": self.snapshot.version}
 
-        async def readyz(_: web.Request) -> web.Response:
-            if self.readyz_fault.failing():
-                return json_response({"ready": False, "reason": "fault"}, status=503)
-            if not self.ready:
-                return json_response({"ready": False, "reason": "starting"}, status=503)
-            return json_response({"ready": True, "version": self.snapshot.version})
-
-        async def status(_: web.Request) -> web.Response:
-            return json_response(self.status())
-
-        async def snapshot(_: web.Request) -> web.Response:
-            s = self.snapshot
-            return json_response({"version": s.version, "announced_version": self.announced_version,
-                                  "entries": s.entries, "changed_at": s.changed_at})
-
-        async def metrics(_: web.Request) -> web.Response:
-            return web.Response(text=self.metrics(), content_type="text/plain")
-
-        async def fault(request: web.Request) -> web.Response:
-            body = await read_json(request)
-            delay = self.broadcast_delay
-            if "broadcast_delay" in body:
-                try:
-                    delay = float(body["broadcast_delay"])
-                except (ValueError, TypeError) as exc:
-                    raise web.HTTPBadRequest(text=f"broadcast_delay: {exc}") from exc
-                if not 0 <= delay <= 3600:
-                    raise web.HTTPBadRequest(text=f"broadcast_delay: got {delay}, expected 0..3600 seconds")
-            configure_readyz(self.readyz_fault, body)
+    def apply_fault(self, body: Json) -> None:
+        if "broadcast_delay" in body:
+            try:
+                delay = float(body["broadcast_delay"])
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"broadcast_delay: {exc}") from exc
+            if not 0 <= delay <= 3600:
+                raise ValueError(f"broadcast_delay: got {delay}, expected 0..3600 seconds")
             self.broadcast_delay = delay
-            self.log("fault", **body)
-            return json_response({"broadcast_delay": self.broadcast_delay,
-                                  "readyz": self.readyz_fault.describe()})
 
-        async def reconcile(_: web.Request) -> web.Response:
-            if not self.ready:
-                return json_response({"error": "not ready"}, status=503)
-            return json_response(await self.reconcile(reason="admin"))
+    def fault_state(self) -> Json:
+        return {"broadcast_delay": self.broadcast_delay, "readyz": self.ready_fault.describe()}
 
-        app.router.add_get("/livez", livez)
-        app.router.add_get("/readyz", readyz)
-        app.router.add_get("/status", status)
-        app.router.add_get("/snapshot", snapshot)
-        app.router.add_get("/metrics", metrics)
-        app.router.add_post("/admin/fault", fault)
-        app.router.add_post("/admin/reconcile", reconcile)
-        return app
+    async def _snapshot(self, _: web.Request) -> web.Response:
+        s = self.snapshot
+        return json_response({"version": s.version, "announced_version": self.announced_version,
+                              "entries": s.entries, "changed_at": s.changed_at})
+
+    async def _reconcile(self, _: web.Request) -> web.Response:
+        if not self.ready:
+            return json_response({"error": "not ready"}, status=503)
+        return json_response(await self.reconcile(reason="admin"))
+
+    def admin_routes(self) -> list[Route]:
+        return [Route("POST", "/admin/reconcile", self._reconcile)]
+
+    def public_routes(self) -> list[Route]:
+        return [Route("GET", "/snapshot", self._snapshot)]
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:

@@ -22,15 +22,16 @@ import contextlib
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response, start_http
+from gameday.fedapp.common import Histogram, JsonLog, connect_nats, every, json_response
 from gameday.fedapp.follower import Follower
+from gameday.fedapp.skeleton import HttpComponent, start_http
 from gameday.fedapp.spec import Endpoint, FederationSpec, RegionSpec
-from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY
+from gameday.fedapp.wire import HOP, ROUTE_VERSION, SERVED_BY, Json
 
 FIRST_SHARE = 0.6
 """Share of the request budget the first attempt may use when a retry is possible."""
@@ -295,15 +296,27 @@ async def run_until_stopped(stop: asyncio.Event, *tasks: asyncio.Task[Any]) -> N
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-class EntryNode(Protocol):
-    """What :func:`serve_entry_node` needs of a gateway or a local proxy."""
+class EntryNode(HttpComponent):
+    """What :func:`serve_entry_node` needs of a gateway or a local proxy: the HTTP skeleton,
+    its snapshot followers and its forwarder."""
 
     follower: Follower
     regional: Follower | None
     """The regional snapshot's follower in the regional layout (R14), else None."""
     forwarder: Forwarder
 
-    def web_app(self) -> web.Application: ...
+    def follower_samples(self, labels: str) -> list[tuple[str, str, float]]:
+        """The followers' metric samples (the regional one's with ``scope="regional"``)."""
+        node = f'node="{self.follower.node}",{labels}'
+        regional = self.regional.metric_samples(f'{node},scope="regional"') if self.regional is not None else []
+        return [*self.follower.metric_samples(node), *regional]
+
+    def configure_followers(self, body: Json) -> None:
+        """Pass an admin fault body's follower hooks to both followers (cut off from
+        broadcasts means from both)."""
+        self.follower.configure(body)
+        if self.regional is not None:
+            self.regional.configure(body)
 
 
 async def serve_entry_node(
@@ -314,6 +327,7 @@ async def serve_entry_node(
     stop: asyncio.Event,
     *,
     background: Iterable[Callable[[], Coroutine[Any, Any, None]]] = (),
+    admin: Endpoint | None = None,
     **started: Any,
 ) -> None:
     """Serve *node* on *endpoint* until *stop* is set, then clean up.
@@ -326,9 +340,10 @@ async def serve_entry_node(
     Args:
         background: coroutine functions for further loops (e.g. readiness probes),
             started after the HTTP server is up.
+        admin: the node's own admin listener (:attr:`FederationSpec.admin`), if any.
     """
     await node.forwarder.start()
-    runner = await start_http(node.web_app(), endpoint.host, endpoint.port, log)
+    runner = await start_http(node, endpoint.host, endpoint.port, log, admin)
     log("started", endpoint=endpoint.url, **started)
     followers = [node.follower] + ([node.regional] if node.regional is not None else [])
     tasks = [asyncio.create_task(follow(spec, followers, log, stop))]

@@ -42,18 +42,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from gameday.fedapp.common import (
-    JsonLog,
-    ReadyzFault,
-    configure_readyz,
-    every,
-    json_response,
-    read_json,
-    readyz_response,
-    render_metrics,
-)
+from gameday.fedapp.common import JsonLog, ReadyzFault, every, render_metrics
 from gameday.fedapp.follower import Follower
 from gameday.fedapp.forward import (
+    EntryNode,
     Forwarder,
     Outcome,
     Target,
@@ -65,6 +57,7 @@ from gameday.fedapp.forward import (
     scope_status,
     serve_entry_node,
 )
+from gameday.fedapp.skeleton import Route
 from gameday.fedapp.spec import FederationSpec, InstanceSpec, RegionSpec
 from gameday.fedapp.wire import HOP, Json, instance_key
 
@@ -108,7 +101,7 @@ class LocalInstance:
         return self.ready != before
 
 
-class Gateway:
+class Gateway(EntryNode):
     """One region's gateway: state, routing and handlers."""
 
     def __init__(self, spec: FederationSpec, region: RegionSpec, log: JsonLog) -> None:
@@ -215,16 +208,7 @@ class Gateway:
         return failure(status, error, version, attempts, region=self.region.name)
 
     # -- own endpoints --------------------------------------------------------------
-    async def no_admin(self, request: web.Request) -> web.Response:
-        return json_response({"error": f"no admin endpoint {request.method} {request.path}"}, status=404)
-
-    async def livez(self, _: web.Request) -> web.Response:
-        return json_response({"live": True})
-
-    async def readyz(self, _: web.Request) -> web.Response:
-        return readyz_response(self.ready_fault)
-
-    def _status(self) -> Json:
+    def status(self) -> Json:
         return {
             "role": "gateway",
             "region": self.region.name,
@@ -249,15 +233,10 @@ class Gateway:
         v = self.follower.replica.version
         return {"local_instances": local, "fallback_and_retry": f"global v{v}" if v > 0 else "spec"}
 
-    async def status(self, _: web.Request) -> web.Response:
-        return json_response(self._status())
-
-    async def metrics(self, _: web.Request) -> web.Response:
+    def metrics(self) -> str:
         lab = f'region="{self.region.name}"'
         samples = [
-            *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
-            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
-              if self.regional is not None else []),
+            *self.follower_samples(lab),
             ("gameday_gateway_requests_total", lab, self.requests_total),
             ("gameday_gateway_retries_total", lab, self.forwarder.retries_total),
             ("gameday_gateway_fallbacks_total", lab, self.fallbacks_total),
@@ -265,31 +244,19 @@ class Gateway:
             ("gameday_gateway_ejections_total", lab, self.ejections_total),
             ("gameday_gateway_local_ready", lab, len(self.ready_locals())),
         ]
-        text = render_metrics(samples, _HELP, {"gameday_gateway_upstream_seconds": self.forwarder.latency})
-        return web.Response(text=text, content_type="text/plain")
+        return render_metrics(samples, _HELP, {"gameday_gateway_upstream_seconds": self.forwarder.latency})
 
-    async def fault(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
-        configure_readyz(self.ready_fault, body)
+    def apply_fault(self, body: Json) -> None:
         if "fallback" in body:
             self.fallback_enabled = bool(body["fallback"])
-        self.follower.configure(body)
-        if self.regional is not None:
-            self.regional.configure(body)
-        self.log("fault", **body)
-        return json_response({"readyz": self.ready_fault.describe(),
-                              "fallback_enabled": self.fallback_enabled, **self.follower.status()["faults"]})
+        self.configure_followers(body)
 
-    def web_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/livez", self.livez)
-        app.router.add_get("/readyz", self.readyz)
-        app.router.add_get("/status", self.status)
-        app.router.add_get("/metrics", self.metrics)
-        app.router.add_post("/admin/fault", self.fault)
-        app.router.add_route("*", "/admin/{tail:.*}", self.no_admin)
-        app.router.add_route("*", "/{tail:.*}", self.route)
-        return app
+    def fault_state(self) -> Json:
+        return {"readyz": self.ready_fault.describe(),
+                "fallback_enabled": self.fallback_enabled, **self.follower.status()["faults"]}
+
+    def public_routes(self) -> list[Route]:
+        return [Route("*", "/{tail:.*}", self.route)]  # everything else is routed (admin paths never are)
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:
@@ -302,4 +269,4 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     probes = [functools.partial(every, gw.timing.probe_interval, functools.partial(gw.probe, inst), stop)
               for inst in gw.locals]
     await serve_entry_node(spec, gw, reg.gateway, log, stop, background=probes,
-                           instances=[i.spec.name for i in gw.locals])
+                           admin=spec.admin.get(f"gateway-{region}"), instances=[i.spec.name for i in gw.locals])

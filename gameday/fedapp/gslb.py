@@ -58,15 +58,17 @@ Every later admission (it was unhealthy and is healthy again) starts a linear ra
 region is at effective weight 0 (a ramp just began and nothing else is healthy) the
 static weights of the healthy regions are used, so a healthy region is never starved.
 
-HTTP (``spec.gslb_http``)
--------------------------
-``/livez``; ``/readyz`` (200 once the first probe round is done and DNS is bound);
+HTTP (``spec.gslb_http``, the skeleton of :mod:`gameday.fedapp.skeleton`)
+------------------------------------------------------------------------------
+``/livez``; ``/readyz`` (200 once the first probe round is done and DNS is bound, and
+while no readiness fault is set);
 ``/status`` JSON (``version``, ``regions`` with per-region ``probe_healthy``,
 ``cp_routable``, ``healthy``, ``weight``, ``effective_weight``, ``ramp_progress``,
 ``consecutive_fail``, ``consecutive_ok``; ``answers_total``; ``fail_open``; the
 follower's view); ``/metrics``; ``POST /admin/fault`` with ``{"ignore_weights": bool}``
 (a broken GSLB that answers uniformly among healthy regions: the negative control for
-R8) and the follower's hooks ``drop_broadcasts`` / ``never_refresh``.
+R8), the follower's hooks ``drop_broadcasts`` / ``never_refresh`` and the readiness hooks;
+any other key is refused (400).
 
 Log lines: ``gslb_region_health`` whenever a region's ``probe_healthy``,
 ``cp_routable`` or ``healthy`` changes, with the reason; ``gslb_fail_open`` /
@@ -94,20 +96,10 @@ import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
-from aiohttp import web
 
-from gameday.fedapp.common import (
-    Histogram,
-    JsonLog,
-    bind_host,
-    connect_nats,
-    every,
-    json_response,
-    read_json,
-    render_metrics,
-    start_http,
-)
+from gameday.fedapp.common import Histogram, JsonLog, ReadyzFault, bind_host, connect_nats, every, render_metrics
 from gameday.fedapp.follower import Follower
+from gameday.fedapp.skeleton import READYZ_KEYS, HttpComponent, start_http
 from gameday.fedapp.snapshot import region_routable
 from gameday.fedapp.spec import FederationSpec, RegionSpec
 from gameday.fedapp.wire import Json
@@ -154,8 +146,11 @@ class RegionState:
         return self.spec.weight
 
 
-class Gslb:
+class Gslb(HttpComponent):
     """The GSLB's state and its DNS logic (no sockets: :meth:`handle_wire` is pure-ish)."""
+
+    fault_event = "gslb_fault"
+    fault_keys = frozenset({"ignore_weights", "drop_broadcasts", "never_refresh"})
 
     def __init__(self, spec: FederationSpec, log: JsonLog, rng: random.Random | None = None) -> None:
         self.spec = spec
@@ -197,6 +192,7 @@ class Gslb:
         self.tcp_rejected = 0
         self.latency = Histogram()
         self.ready = False
+        self.ready_fault = ReadyzFault()
 
     # -- health ------------------------------------------------------------------------
     @property
@@ -476,6 +472,25 @@ class Gslb:
         return render_metrics(samples, help_text, {"gameday_gslb_query_seconds": self.latency})
 
 
+    # -- HTTP (the skeleton's hooks) ---------------------------------------------------------
+    def unready_reason(self) -> str | None:
+        return None if self.ready else "starting"
+
+    def apply_fault(self, body: Json) -> None:
+        unknown = sorted(set(body) - self.fault_keys - READYZ_KEYS)
+        if unknown:
+            raise ValueError(f"unknown fault keys {unknown}; expected some of {sorted(self.fault_keys | {'readyz'})}")
+        for k in sorted(self.fault_keys & set(body)):
+            if not isinstance(body[k], bool):
+                raise ValueError(f"{k}: got {body[k]!r}, expected true or false")  # noqa: TRY004  (a bad request value: 400)
+        if "ignore_weights" in body:
+            self.ignore_weights = body["ignore_weights"]
+        self.follower.configure(body)
+
+    def fault_state(self) -> Json:
+        return {"ignore_weights": self.ignore_weights, "follower": self.follower.status()["faults"],
+                "readyz": self.ready_fault.describe()}
+
 def _header_only(data: bytes, rcode: int) -> bytes | None:
     """A response carrying only a header: the query's id, opcode and RD, and *rcode*."""
     if len(data) < 2:
@@ -547,44 +562,6 @@ async def _probe(gslb: Gslb, session: aiohttp.ClientSession, name: str) -> None:
     gslb.record_probe(name, ok, "" if ok else err)
 
 
-def _make_app(gslb: Gslb) -> web.Application:
-    async def livez(_: web.Request) -> web.Response:
-        return json_response({"live": True})
-
-    async def readyz(_: web.Request) -> web.Response:
-        return json_response({"ready": gslb.ready}, status=200 if gslb.ready else 503)
-
-    async def status(_: web.Request) -> web.Response:
-        return json_response(gslb.status())
-
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(text=gslb.metrics(), content_type="text/plain")
-
-    async def fault(request: web.Request) -> web.Response:
-        body = await read_json(request)
-        known = {"ignore_weights", "drop_broadcasts", "never_refresh"}
-        unknown = sorted(set(body) - known)
-        if unknown:
-            raise web.HTTPBadRequest(text=f"unknown fault keys {unknown}; expected some of {sorted(known)}")
-        for k in known & set(body):
-            if not isinstance(body[k], bool):
-                raise web.HTTPBadRequest(text=f"{k}: got {body[k]!r}, expected true or false")
-        if "ignore_weights" in body:
-            gslb.ignore_weights = body["ignore_weights"]
-        gslb.follower.configure(body)
-        gslb.log("gslb_fault", **body)
-        return json_response({"ignore_weights": gslb.ignore_weights,
-                              "follower": gslb.follower.status()["faults"]})
-
-    app = web.Application()
-    app.router.add_get("/livez", livez)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/status", status)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_post("/admin/fault", fault)
-    return app
-
-
 async def _follow(gslb: Gslb, spec: FederationSpec, stop: asyncio.Event) -> None:
     nc = await connect_nats(spec.nats_url, "gslb", gslb.log)
     try:
@@ -600,7 +577,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     log = JsonLog("gslb")
     gslb = Gslb(spec, log)
     t = spec.topology.timing
-    runner = await start_http(_make_app(gslb), spec.gslb_http.host, spec.gslb_http.port, log)
+    runner = await start_http(gslb, spec.gslb_http.host, spec.gslb_http.port, log, spec.admin.get("gslb"))
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(force_close=True, limit=0),
         timeout=aiohttp.ClientTimeout(total=t.probe_timeout),

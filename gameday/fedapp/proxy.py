@@ -29,17 +29,10 @@ import time
 
 from aiohttp import web
 
-from gameday.fedapp.common import (
-    JsonLog,
-    ReadyzFault,
-    configure_readyz,
-    json_response,
-    read_json,
-    readyz_response,
-    render_metrics,
-)
+from gameday.fedapp.common import JsonLog, ReadyzFault, render_metrics
 from gameday.fedapp.follower import Follower
 from gameday.fedapp.forward import (
+    EntryNode,
     Forwarder,
     Outcome,
     Target,
@@ -51,6 +44,7 @@ from gameday.fedapp.forward import (
     scope_status,
     serve_entry_node,
 )
+from gameday.fedapp.skeleton import Route
 from gameday.fedapp.snapshot import healthy_instances
 from gameday.fedapp.spec import FederationSpec, RegionSpec
 from gameday.fedapp.wire import Json
@@ -63,7 +57,7 @@ _HELP = {
 }
 
 
-class Proxy:
+class Proxy(EntryNode):
     """One region's local proxy: routing table, routing and handlers."""
 
     def __init__(self, spec: FederationSpec, region: RegionSpec, log: JsonLog) -> None:
@@ -140,12 +134,6 @@ class Proxy:
         return relay(served, version)
 
     # -- own endpoints --------------------------------------------------------------
-    async def livez(self, _: web.Request) -> web.Response:
-        return json_response({"live": True})
-
-    async def readyz(self, _: web.Request) -> web.Response:
-        return readyz_response(self.ready_fault)
-
     def _decisions(self) -> dict[str, str]:
         local_v = (self.regional.replica.version if self.regional is not None and self.local_from == "regional"
                    else self.follower.replica.version)
@@ -164,8 +152,8 @@ class Proxy:
             for t in [*self.local, *self.remote]
         ]
 
-    async def status(self, _: web.Request) -> web.Response:
-        return json_response({
+    def status(self) -> Json:
+        return {
             "role": "proxy",
             "region": self.region.name,
             **self.follower.status(),
@@ -174,39 +162,26 @@ class Proxy:
             "requests_total": self.requests_total,
             "retries_total": self.forwarder.retries_total,
             "errors_total": self.errors_total,
-        })
+        }
 
-    async def metrics(self, _: web.Request) -> web.Response:
+    def metrics(self) -> str:
         lab = f'region="{self.region.name}"'
         samples = [
-            *self.follower.metric_samples(f'node="{self.follower.node}",{lab}'),
-            *(self.regional.metric_samples(f'node="{self.follower.node}",{lab},scope="regional"')
-              if self.regional is not None else []),
+            *self.follower_samples(lab),
             ("gameday_proxy_requests_total", lab, self.requests_total),
             ("gameday_proxy_retries_total", lab, self.forwarder.retries_total),
             ("gameday_proxy_errors_total", lab, self.errors_total),
         ]
-        text = render_metrics(samples, _HELP, {"gameday_proxy_upstream_seconds": self.forwarder.latency})
-        return web.Response(text=text, content_type="text/plain")
+        return render_metrics(samples, _HELP, {"gameday_proxy_upstream_seconds": self.forwarder.latency})
 
-    async def fault(self, request: web.Request) -> web.Response:
-        body = await read_json(request)
-        configure_readyz(self.ready_fault, body)
-        self.follower.configure(body)
-        if self.regional is not None:
-            self.regional.configure(body)  # cut off from broadcasts means from both
-        self.log("fault", **body)
-        return json_response({"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]})
+    def apply_fault(self, body: Json) -> None:
+        self.configure_followers(body)
 
-    def web_app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/livez", self.livez)
-        app.router.add_get("/readyz", self.readyz)
-        app.router.add_get("/status", self.status)
-        app.router.add_get("/metrics", self.metrics)
-        app.router.add_post("/admin/fault", self.fault)
-        app.router.add_route("*", "/call/{tail:.*}", self.call)
-        return app
+    def fault_state(self) -> Json:
+        return {"readyz": self.ready_fault.describe(), **self.follower.status()["faults"]}
+
+    def public_routes(self) -> list[Route]:
+        return [Route("*", "/call/{tail:.*}", self.call)]
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:
@@ -215,4 +190,4 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
         raise SystemExit("proxy: --region is required")
     reg = spec.region(region)
     log = JsonLog(f"proxy-{region}")
-    await serve_entry_node(spec, Proxy(spec, reg, log), reg.proxy, log, stop)
+    await serve_entry_node(spec, Proxy(spec, reg, log), reg.proxy, log, stop, admin=spec.admin.get(f"proxy-{region}"))

@@ -16,6 +16,10 @@ app instance k          127.0.N.(10+k)       free port
 NATS, control plane,    127.0.0.1            free ports
 GSLB (DNS UDP+TCP, HTTP)
 ======================  ===================  ===========================
+
+With ``admin`` planned (the local target does), each HTTP component also has an admin
+listener of its own, on its own address and a free port: its admin paths are served only
+there (:mod:`gameday.fedapp.skeleton`).
 """
 
 from __future__ import annotations
@@ -82,6 +86,10 @@ class FederationSpec(BaseModel):
     gslb_http: Endpoint
     gateway_port: int
     regions: list[RegionSpec]
+    admin: dict[str, Endpoint] = {}
+    """Component name (:meth:`http_endpoints`) -> the address of its own admin listener, on
+    the component's own host; a component not named here serves admin on its public port
+    unless ``$GAMEDAY_ADMIN_LISTEN`` names one (the Kubernetes pods: their spec has none)."""
 
     @property
     def regional(self) -> bool:
@@ -100,6 +108,18 @@ class FederationSpec(BaseModel):
                 if i.name == name:
                     return r, i
         raise KeyError(name)
+
+    def http_endpoints(self) -> dict[str, Endpoint]:
+        """Every HTTP component's public endpoint by its name: ``controlplane``,
+        ``controlplane-<r>`` (regional layout), ``gslb``, ``agent-<r>``, ``gateway-<r>``,
+        ``proxy-<r>``, ``app-<instance>``."""
+        out = {"controlplane": self.control_plane, "gslb": self.gslb_http}
+        for r in self.regions:
+            if r.control_plane is not None:
+                out[f"controlplane-{r.name}"] = r.control_plane
+            out |= {f"agent-{r.name}": r.agent, f"gateway-{r.name}": r.gateway, f"proxy-{r.name}": r.proxy}
+            out |= {f"app-{i.name}": i.endpoint for i in r.instances}
+        return out
 
     def dump(self, path: Path) -> None:
         path.write_text(self.model_dump_json(indent=2), encoding="utf-8")

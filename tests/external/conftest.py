@@ -37,7 +37,7 @@ def gateway_down(fed: LocalFederation, region: str, how: str) -> dict[str, Any]:
         pid = str(fed.components[f"gateway-{region}"].pid)
         return {"inject": {"argv": ["kill", "-STOP", pid], "timeout": 5},
                 "revert": {"argv": ["kill", "-CONT", pid], "timeout": 5}}
-    url, token_file = fed.spec.region(region).gateway.url + "/admin/fault", str(fed.admin_token_file)
+    url, token_file = fed.admin_endpoint(f"gateway-{region}").url + "/admin/fault", str(fed.admin_token_file)
     return {"inject": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "fail"}', token_file], "timeout": 10},
             "revert": {"argv": [sys.executable, "-c", _POST, url, '{"readyz": "ok"}', token_file], "timeout": 10}}
 

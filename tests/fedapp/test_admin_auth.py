@@ -161,7 +161,7 @@ def federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFedera
 def _probe(fed: LocalFederation, name: str) -> tuple[str, dict[str, Any], Callable[[], object]]:
     """An admin call that would change *name*'s state, and how to read that state."""
     role = fed.components[name].role
-    url = fed.listen_endpoint(name).url
+    url = fed.listen_endpoint(name).url  # the public port: where readiness is read
     if role == "agent":
         return "/admin/slow", {"labels": {"tier": "x"}}, lambda: fed.get_json(name)["slow"]
     if role == "gslb":
@@ -177,17 +177,22 @@ def test_every_component_refuses_unsigned_admin_calls_and_obeys_signed_ones(fede
     assert str(fed.admin_token_file) in state and token not in state  # the path, never the token
     names = [n for n, c in fed.components.items() if c.role != "nats"]
     assert {fed.components[n].role for n in names} == {"controlplane", "gslb", "app", "agent", "gateway", "proxy"}
+    assert set(fed.spec.admin) == set(names), "every component has an admin port of its own"
     for name in names:
         path, body, read = _probe(fed, name)
         before = read()
-        url = fed.listen_endpoint(name).url + path
+        admin, public = fed.admin_endpoint(name), fed.listen_endpoint(name)
+        assert (admin.host, admin.port != public.port) == (public.host, True), name  # own address, own port
         for headers in ({}, {"Authorization": f"Bearer {WRONG}"}):
-            r = httpx.post(url, json=body, headers=headers, timeout=2)
+            r = httpx.post(admin.url + path, json=body, headers=headers, timeout=2)
             assert r.status_code == 401, (name, r.status_code, r.text)
+        # The public port does not serve admin at all, not even with the token.
+        r = httpx.post(public.url + path, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=2)
+        assert r.status_code == 404, (name, r.status_code, r.text)
         assert read() == before, f"{name}: a refused admin call changed its state"
         reasons = [e["reason"] for e in _events(fed.logdir / f"{name}.log", "admin_refused")]
-        assert reasons == ["no bearer token", "wrong token"], (name, reasons)
-    r = httpx.post(fed.spec.control_plane.url + "/admin/reconcile", timeout=2)
+        assert reasons == ["no bearer token", "wrong token", "admin is not served on the public port"], (name, reasons)
+    r = httpx.post(fed.admin_endpoint("controlplane").url + "/admin/reconcile", timeout=2)
     assert r.status_code == 401
 
     # Signed by the harness: the fault applies, and its revert too.

@@ -464,7 +464,10 @@ def test_proxy_pulls_diffs_after_the_first_full_copy(
     wait_until(lambda: status(http, px)["version"] == v0, 10, "proxy synced")
     st = status(http, px)
     assert st["pulls"]["full"] == 1
-    assert st["last_pull"]["kind"] == "full"
+    # A heartbeat broadcast of v0 heard while the first (full) pull was in flight asks once
+    # more: an empty diff since v0 (a busy machine makes that race likely), never a second copy.
+    assert st["last_pull"]["kind"] == "full" or st["last_pull"] == {
+        "kind": "diff", "since": v0, "version": v0, "entries": 0, "bytes": st["last_pull"]["bytes"]}
     table = [(e["region"], e["instance"], e["via"]) for e in st["routing_table"]]
     assert table == [("b", "b-1", "direct"), ("b", "b-2", "direct"),
                      ("a", None, "gateway"), ("c", None, "gateway")], "nearest first, ties by name"

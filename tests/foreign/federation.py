@@ -49,6 +49,7 @@ import dns.rdatatype
 import httpx
 import yaml
 
+from gameday.ports import port_free
 from tests.foreign.processes import alive, children, kill_tree, processes_under, wait_until
 from tests.foreign.witness import HOST as CHECKER_HOST
 from tests.foreign.witness import CheckerClock
@@ -460,18 +461,9 @@ def free_port(hosts: Sequence[str], udp: bool = False, attempts: int = 200) -> i
     kinds = (socket.SOCK_STREAM, socket.SOCK_DGRAM) if udp else (socket.SOCK_STREAM,)
     for _ in range(attempts):
         port = random.randrange(20000, 32700)
-        if all(_bindable(h, port, k) for h in hosts for k in kinds):
+        if all(port_free(h, port, k) for h in hosts for k in kinds):
             return port
     raise RuntimeError(f"no port free on all of {list(hosts)} after {attempts} tries")
-
-
-def _bindable(host: str, port: int, kind: int) -> bool:
-    with socket.socket(socket.AF_INET, kind) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _write_nginx(n: Nginx, servers: str) -> None:

@@ -17,17 +17,36 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from gameday.fedapp.agent import Agent
+from gameday.fedapp.app import App
+from gameday.fedapp.common import JsonLog
+from gameday.fedapp.controlplane import ControlPlane
+from gameday.fedapp.gateway import Gateway
+from gameday.fedapp.gslb import Gslb
+from gameday.fedapp.proxy import Proxy
+from gameday.fedapp.skeleton import HttpComponent
+from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import Reconcilable
+from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.plan import K8S_ACTIONS
-from gameday.topology import Topology
+from gameday.topology import Topology, load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 ADDRESSES = {"global": "10.0.0.1", "a": "10.0.1.1", "b": "10.0.2.1", "c": "10.0.3.1"}
 SUITES = {rule: next((REPO / "suites" / "conformance").glob(f"test_r{rule:02d}_*.py")) for rule in (2, 3, 8, 10)}
-ROUTERS = {"gslb": "gslb.py", "agent": "agent.py", "controlplane": "controlplane.py", "gateway": "gateway.py",
-           "proxy": "proxy.py", "app": "app.py"}
+
+
+def _components(spec: FederationSpec) -> dict[str, HttpComponent]:
+    """One of each component of region ``a`` (and the global tier), constructed, not started."""
+    log = JsonLog("test", stream=io.StringIO())
+    region, inst = spec.instance("a-1")
+    return {"gslb": Gslb(spec, log), "agent": Agent(spec, "a", log), "controlplane": ControlPlane(spec, log),
+            "gateway": Gateway(spec, region, log), "proxy": Proxy(spec, region, log), "app": App(region, inst, log)}
+
+
+COMPONENTS = _components(manifests.render_spec(load_topology(k8s_files.KIND_TOPOLOGY), manifests.Addressing(ADDRESSES)))
 
 
 def _no_client(context: str) -> Any:
@@ -60,8 +79,9 @@ def _component_at(topology: Topology, url: str) -> tuple[str, str]:
 
 
 def _served(component: str, path: str) -> bool:
-    source = (REPO / "gameday" / "fedapp" / ROUTERS[component]).read_text()
-    return re.search(rf'add_get\("{re.escape(path)}"', source) is not None
+    public, _ = COMPONENTS[component].web_apps(separate_admin=True)
+    return any(r.method == "GET" and r.resource is not None and r.resource.canonical == path
+               for r in public.router.routes())
 
 
 def test_the_conformance_urls_are_set(target: KubeTarget) -> None:

@@ -17,6 +17,7 @@ import pytest
 from kubernetes import client
 
 from gameday.errors import ConfigError
+from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
 from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import RegionInfo
 from gameday.release import check_release_order
@@ -83,6 +84,7 @@ def test_one_cluster_per_region_plus_global(topology: Topology, rendered: Render
         "ConfigMap",
         "Deployment",
         "Namespace",
+        "NetworkPolicy",
         "PodDisruptionBudget",
         "Secret",
         "Service",
@@ -265,3 +267,114 @@ def test_a_region_called_global_is_refused(topology: Topology) -> None:
     bad["primary"] = "global"
     with pytest.raises(ConfigError, match="reserved for the global tier"):
         manifests.render_all(Topology.model_validate(bad))
+
+
+# -- admin on the pod's loopback; NetworkPolicies admit exactly the public ports -------------------
+def _port_matches(rule_port: dict[str, Any], port: int, protocol: str) -> bool:
+    assert not isinstance(rule_port.get("port"), str), "named ports: this evaluator takes numbers only"
+    if rule_port.get("protocol", "TCP") != protocol:
+        return False
+    first = rule_port.get("port")
+    return first is None or first <= port <= rule_port.get("endPort", first)
+
+
+def _admits(policies: list[dict[str, Any]], pod_labels: dict[str, str], port: int, protocol: str) -> bool:
+    """NetworkPolicy ingress semantics for a peer outside the namespace (another cluster's node
+    through a NodePort, a pod elsewhere): a pod no Ingress policy selects admits everything;
+    a selected one admits what some selecting policy's rule allows (no ``ports``: every port;
+    no ``from``: every peer). Policies add up; a rule naming peers admits no arbitrary peer."""
+    selecting = []
+    for p in policies:
+        sel = p["spec"]["podSelector"]
+        assert set(sel) <= {"matchLabels"}, "this evaluator knows matchLabels only"
+        if "Ingress" in p["spec"]["policyTypes"] and _matches(sel.get("matchLabels", {}), pod_labels):
+            selecting.append(p)
+    if not selecting:
+        return True
+    return any(
+        not rule.get("from") and (not rule.get("ports") or any(_port_matches(q, port, protocol) for q in rule["ports"]))
+        for p in selecting for rule in p["spec"].get("ingress", [])
+    )
+
+
+PROBE_PORTS = [(n, proto) for n in (1, 80, 8080, o.NATS_MONITOR_PORT, o.ADMIN_PORT, 29999, 30000, 32767, 65535)
+               for proto in ("TCP", "UDP")]
+"""Ports no Service exposes, probed besides every port any container or Service names."""
+
+
+def _policy_problems(rendered: Rendered) -> list[str]:
+    """Where a namespace's NetworkPolicies admit anything but exactly its NodePort Services'
+    ports to exactly their pods, or admit the admin port anywhere (empty: none)."""
+    problems = []
+    for cluster, objs in rendered.items():
+        policies = [x for x in objs if x["kind"] == "NetworkPolicy"]
+        services = [x for x in objs if x["kind"] == "Service" and x["spec"].get("type") == "NodePort"]
+        candidates = set(PROBE_PORTS)
+        candidates |= {(p["containerPort"], p["protocol"]) for w in objs for c in manifests.iter_containers(w)
+                       for p in c["ports"]}
+        candidates |= {(p["port"], p["protocol"]) for s in services for p in s["spec"]["ports"]}
+        for w in (x for x in objs if x["kind"] in WORKLOADS):
+            labels = w["spec"]["template"]["metadata"]["labels"]
+            public = {(p["port"], p["protocol"]) for s in services if _matches(s["spec"]["selector"], labels)
+                      for p in s["spec"]["ports"]}
+            admitted = {c for c in candidates if _admits(policies, labels, *c)}
+            if admitted != public:
+                problems.append(f"{_id(cluster, w)}: admits {sorted(admitted)}, its NodePorts are {sorted(public)}")
+            if (o.ADMIN_PORT, "TCP") in admitted:
+                problems.append(f"{_id(cluster, w)}: admits the admin port {o.ADMIN_PORT}")
+    return problems
+
+
+def test_network_policies_admit_exactly_the_public_ports(rendered: Rendered) -> None:
+    assert _policy_problems(rendered) == []
+    gateway = next(w for w in rendered["a"] if w["metadata"]["name"] == "gateway")
+    policies = [x for x in rendered["a"] if x["kind"] == "NetworkPolicy"]
+    labels = gateway["spec"]["template"]["metadata"]["labels"]
+    assert _admits(policies, labels, o.GATEWAY_PORT, "TCP")
+    assert not _admits(policies, labels, o.PROXY_PORT, "TCP")  # another component's port, not the gateway's
+    assert not _admits(policies, labels, o.ADMIN_PORT, "TCP")
+
+
+def test_every_namespace_denies_ingress_by_default(rendered: Rendered) -> None:
+    for cluster, objs in rendered.items():
+        deny = [x for x in objs if x["kind"] == "NetworkPolicy" and x["metadata"]["name"] == o.DENY_INGRESS_POLICY]
+        assert [d["spec"] for d in deny] == [{"podSelector": {}, "policyTypes": ["Ingress"]}], cluster
+        allows = [x for x in objs if x["kind"] == "NetworkPolicy" and x is not deny[0]]
+        assert allows and all("from" not in r for a in allows for r in a["spec"]["ingress"]), cluster
+
+
+@pytest.mark.parametrize("breakage", ["admin-port", "every-port", "no-default-deny", "other-pods-port"])
+def test_the_policy_check_fails_when_a_policy_admits_too_much(rendered: Rendered, breakage: str) -> None:
+    """Negative controls of the check above: each breakage is found."""
+    broken = copy.deepcopy(rendered)
+    objs = broken["b"]
+    gw = next(x for x in objs if x["kind"] == "NetworkPolicy" and x["metadata"]["name"] == "allow-public-gateway")
+    if breakage == "admin-port":
+        gw["spec"]["ingress"][0]["ports"].append({"port": o.ADMIN_PORT, "protocol": "TCP"})
+    elif breakage == "every-port":
+        del gw["spec"]["ingress"][0]["ports"]
+    elif breakage == "no-default-deny":  # then a pod no allow policy selects (here NATS) admits all
+        broken["global"] = [x for x in broken["global"] if x["metadata"]["name"] not in
+                            (o.DENY_INGRESS_POLICY, "allow-public-nats")]
+    else:
+        gw["spec"]["ingress"][0]["ports"].append({"port": o.PROXY_PORT, "protocol": "TCP"})
+    problems = _policy_problems(broken)
+    assert problems, breakage
+    if breakage == "admin-port":
+        assert any(f"admits the admin port {o.ADMIN_PORT}" in p and "b/Deployment/gateway" in p for p in problems)
+
+
+def test_fedapp_admin_listens_on_the_pods_loopback_only(rendered: Rendered) -> None:
+    seen = 0
+    for c, w in _workloads(rendered):
+        for ctr in manifests.iter_containers(w):
+            if ctr["image"] != o.APP_IMAGE:
+                continue
+            seen += 1
+            env = {e["name"]: e["value"] for e in ctr["env"]}
+            assert env[ADMIN_LISTEN_ENV] == f"127.0.0.1:{o.ADMIN_PORT}", _id(c, w)
+            assert o.ADMIN_PORT not in {p["containerPort"] for p in ctr["ports"]}, _id(c, w)
+    assert seen
+    exposed = {p[k] for objs in rendered.values() for s in objs if s["kind"] == "Service"
+               for p in s["spec"]["ports"] for k in ("port", "targetPort")}
+    assert o.ADMIN_PORT not in exposed

@@ -130,8 +130,8 @@ def test_nested_faults_revert_in_any_order(topology: Topology, rendered: dict[st
 def test_network_policies_validate_and_select_what_they_should(
     topology: Topology, rendered: dict[str, Any], kind: str
 ) -> None:
-    (op,) = plan.plan_inject(topology, kind, "a", {}, plan.Observed.desired(topology))
-    assert op.body is not None
+    op, *deleted = plan.plan_inject(topology, kind, "a", {}, plan.Observed.desired(topology))
+    assert op.verb == "apply" and op.body is not None
     kubernetes_validate.validate(dict(op.body), o.SCHEMA_VERSION, strict=True)
     spec = op.body["spec"]
     assert "ingress" not in spec
@@ -155,6 +155,21 @@ def test_network_policies_validate_and_select_what_they_should(
     else:
         assert names == {"gateway", "proxy", "agent", "app-1", "app-2"}
         assert spec["policyTypes"] == ["Ingress", "Egress"]
+    # NetworkPolicies add up: the allow policies of exactly the selected pods go while it is in
+    assert [(d.verb, d.kind) for d in deleted] == [("delete", "NetworkPolicy")] * len(deleted)
+    assert {d.name for d in deleted} == {f"allow-public-{n}" for n in names}
+
+
+def test_admin_hooks_never_go_to_a_public_port(topology: Topology) -> None:
+    public = {p["containerPort"] for objs in manifests.render_all(topology).values() for w in objs
+              for c in manifests.iter_containers(w) for p in c.get("ports", [])}
+    desired = plan.Observed.desired(topology)
+    ops = [op for kind, region in CASES
+           for op in [*plan.plan_inject(topology, kind, region, dict(PARAMS.get(kind, {})), desired),
+                      *plan.plan_revert(topology, kind, region, dict(PARAMS.get(kind, {})))]
+           if op.verb == "admin"]
+    assert ops, "no fault uses an admin hook"
+    assert {op.port for op in ops} == {o.ADMIN_PORT} and o.ADMIN_PORT not in public
 
 
 def test_deploy_plan_applies_cluster_by_cluster_and_verifies_each(topology: Topology) -> None:
@@ -209,9 +224,9 @@ def test_allow_list(contexts: dict[str, str], patterns: list[str], ok: bool) -> 
             plan.check_allowed(contexts, patterns)
 
 
-def test_hooks_reach_every_app_instance_on_its_own_port(topology: Topology) -> None:
+def test_hooks_reach_every_app_instance_on_its_admin_port(topology: Topology) -> None:
     ops = plan.plan_inject(topology, "instances_unready", "c", {}, plan.Observed.desired(topology))
-    assert [(op.name, op.port) for op in ops] == [("app-1", o.APP_PORT_BASE + 1), ("app-2", o.APP_PORT_BASE + 2)]
+    assert [(op.name, op.port) for op in ops] == [("app-1", o.ADMIN_PORT), ("app-2", o.ADMIN_PORT)]
     assert all(op.selector and f"{o.LABEL_APP_INSTANCE}=c-" in op.selector for op in ops)
 
 

@@ -40,6 +40,13 @@ instances together.
 In a pod a component must listen on every interface, not on its spec host (the node
 address): the manifests set ``GAMEDAY_BIND_HOST=0.0.0.0`` for that, which the fedapp's
 listeners must honour before the kind job can pass (see the kind target's notes).
+
+Admin (fault hooks, the reconciliation pass) is served on the pod's loopback only
+(``GAMEDAY_ADMIN_LISTEN=127.0.0.1:``:data:`~gameday.targets.k8s.objects.ADMIN_PORT`), no
+containerPort, no Service; the harness reaches it through a port-forward. Each namespace
+denies all ingress and admits exactly the NodePort Services' ports
+(:func:`~gameday.targets.k8s.objects.network_policies`, which says why a port-forward is the
+harness's side).
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from gameday.targets.k8s.objects import (
     AGENT_PORT,
     APP_PORT_BASE,
     CONTROL_PLANE_PORT,
+    DENY_INGRESS_POLICY,
     GATEWAY_PORT,
     GSLB_DNS_PORT,
     GSLB_HTTP_PORT,
@@ -80,6 +88,7 @@ from gameday.targets.k8s.objects import (
     labels,
     meta,
     namespace,
+    network_policies,
     node_port_service,
     pdb,
     probe,
@@ -193,7 +202,7 @@ def _template_hash(text: str, admin_generation: str) -> str:
 
 def render_region(topology: Topology, region: str, spec: FederationSpec, admin_generation: str = "") -> list[Obj]:
     """Namespace, spec ConfigMap, admin Secret, gateway/proxy/agent and per-instance app
-    Deployments, Services, PDBs."""
+    Deployments, Services, PDBs, NetworkPolicies."""
     r = topology.region(region)
     text = spec_json(spec)
     h = _template_hash(text, admin_generation)
@@ -209,7 +218,7 @@ def render_region(topology: Topology, region: str, spec: FederationSpec, admin_g
         objs.append(node_port_service(topology, region, component, component, ports))
         objs.append(pdb(topology, region, component, REPLICAS[component]))
     objs.extend(_app(topology, region, r.instances, h))
-    return objs
+    return [*objs, *network_policies(topology, region, objs)]
 
 
 def _app(topology: Topology, region: str, instances: int, spec_hash: str) -> list[Obj]:
@@ -251,7 +260,7 @@ def _app(topology: Topology, region: str, instances: int, spec_hash: str) -> lis
 
 def render_global(topology: Topology, spec: FederationSpec, admin_generation: str = "") -> list[Obj]:
     """Namespace, spec ConfigMap, admin Secret, control plane, GSLB, NATS (JetStream on a
-    PVC), Services, PDBs."""
+    PVC), Services, PDBs, NetworkPolicies."""
     c = GLOBAL_CLUSTER
     text = spec_json(spec)
     h = _template_hash(text, admin_generation)
@@ -273,7 +282,7 @@ def render_global(topology: Topology, spec: FederationSpec, admin_generation: st
         pdb(topology, c, "gslb", REPLICAS["gslb"]),
     ]
     objs += _nats(topology)
-    return objs
+    return [*objs, *network_policies(topology, c, objs)]
 
 
 def _nats(topology: Topology) -> list[Obj]:
@@ -373,6 +382,15 @@ def render_all(topology: Topology, addressing: Addressing | None = None,
     for r in topology.regions:
         out[r.name] = render_region(topology, r.name, spec, admin_generation)
     return out
+
+
+def allow_policies(topology: Topology, cluster: str) -> list[Obj]:
+    """The cluster's ``allow-public-*`` NetworkPolicies exactly as a deploy applies them (they
+    do not depend on the node addresses): what a fault that denies ingress must take away
+    while it is in, and put back on its revert (NetworkPolicies add up: an allow rule would
+    defeat a policy without rules)."""
+    return [obj for obj in render_all(topology)[cluster]
+            if obj["kind"] == "NetworkPolicy" and obj["metadata"]["name"] != DENY_INGRESS_POLICY]
 
 
 def iter_containers(obj: Obj) -> Iterable[Obj]:

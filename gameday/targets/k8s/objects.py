@@ -12,6 +12,7 @@ from typing import Any
 
 from gameday import __version__
 from gameday.fedapp.common import ADMIN_TOKEN_ENV as _FEDAPP_ADMIN_TOKEN_ENV
+from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
 from gameday.topology import Topology
 
 Obj = dict[str, Any]
@@ -38,6 +39,13 @@ ADMIN_DIR = "/var/run/gameday-admin"
 ADMIN_TOKEN_ENV = _FEDAPP_ADMIN_TOKEN_ENV
 """The components read their admin bearer token from the file this variable names (the
 fedapp's admin guard, :func:`gameday.fedapp.common.admin_token_from_env`)."""
+ADMIN_HOST = "127.0.0.1"
+ADMIN_PORT = 9180
+"""Every fedapp pod serves its admin paths (faults, reconcile) only on ``ADMIN_HOST:ADMIN_PORT``
+inside the pod (``$GAMEDAY_ADMIN_LISTEN``), token-guarded; its public port answers them 404.
+No containerPort, no Service and no NetworkPolicy names this port: only a port-forward
+reaches it (the kube/kind executor's :meth:`~gameday.targets.k8s.client.Clusters.pod_admin`).
+Each pod has a network namespace of its own, so one port number serves every component."""
 SPEC_CONFIGMAP = "federation-spec"
 SPEC_DIR = "/etc/gameday"
 SPEC_PATH = f"{SPEC_DIR}/spec.json"
@@ -163,6 +171,8 @@ def fedapp_container(role: str, ports: list[Obj], args: list[str], env: list[Obj
             # every admin call must carry this token (Authorization: Bearer); without the
             # Secret's key the pod does not start: admin fails closed, never open
             {"name": ADMIN_TOKEN_ENV, "value": f"{ADMIN_DIR}/{ADMIN_TOKEN_KEY}"},
+            # admin on the pod's loopback only (ADMIN_PORT): reached by port-forward, not the network
+            {"name": ADMIN_LISTEN_ENV, "value": f"{ADMIN_HOST}:{ADMIN_PORT}"},
             *(env or []),
         ],
         "ports": ports,
@@ -336,3 +346,53 @@ def admin_secret(topology: Topology, cluster: str) -> Obj:
         "metadata": meta(topology, cluster, ADMIN_SECRET),
         "type": "Opaque",
     }
+
+
+DENY_INGRESS_POLICY = "default-deny-ingress"
+
+
+def network_policies(topology: Topology, cluster: str, services: list[Obj]) -> list[Obj]:
+    """The namespace's NetworkPolicies: deny every ingress to every pod, then admit, per
+    NodePort Service, exactly the ports that Service exposes, to exactly its pods.
+
+    What is admitted is what the federation needs and no more: the entry nodes' data ports
+    (clients, other regions' gateways and proxies), the app instances' ports (the region's
+    gateway, proxy and agent), the agents', control plane's and GSLB's status ports, the
+    GSLB's DNS (UDP and TCP), the NATS client port. Those are reached through NodePorts from
+    other clusters and from the harness, so after the NodePort's SNAT a peer is a node
+    address, not a pod of a known namespace: the rules name ports only, no ``from``.
+
+    The admin port (:data:`ADMIN_PORT`) is admitted by no rule. That is the harness's side:
+    the harness reaches it by a port-forward, which the kubelet (the container runtime)
+    carries into the pod's network namespace and connects to the pod's loopback there, so
+    it never crosses the pod's network interface and no NetworkPolicy applies to it; the
+    NetworkPolicy documentation states likewise that traffic from the pod's own node is
+    always allowed (which is also why the kubelet's probes, e.g. NATS's monitor port, need
+    no rule). A component that bound its admin listener to every interface by mistake would
+    still be refused by these policies from every other pod.
+    """
+    deny: Obj = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta(topology, cluster, DENY_INGRESS_POLICY),
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    out = [deny]
+    for svc in services:
+        if svc["kind"] != "Service" or svc["spec"].get("type") != "NodePort":
+            continue
+        name = svc["metadata"]["name"]
+        component = svc["metadata"]["labels"].get(LABEL_COMPONENT)
+        out.append({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta(topology, cluster, f"allow-public-{name}", component),
+            "spec": {
+                "podSelector": {"matchLabels": dict(svc["spec"]["selector"])},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"ports": [{"port": p["port"], "protocol": p["protocol"]}
+                                       for p in svc["spec"]["ports"]]}],
+            },
+        })
+    return out
+

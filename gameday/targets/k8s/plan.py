@@ -7,8 +7,8 @@ in dry-run mode records it. The tests check the plans (exact inverses, allow-lis
 How each fault of :data:`gameday.faults.FAULTS` is done on Kubernetes is one entry of
 :data:`K8S_ACTIONS`: scale a workload to 0 and back (:class:`Scale`), a NetworkPolicy with
 no rule and its deletion (:class:`DenyPolicy`), a POST to the fedapp's own fault hook on
-every matching pod through the API server's pod proxy, the same hooks the local target
-uses (:class:`Hook`), the broadcast delay and an agent's labels with the old value recorded
+every matching pod through a port-forward to the pod's loopback admin port, the same hooks
+the local target uses (:class:`Hook`), the broadcast delay and an agent's labels with the old value recorded
 (:class:`BroadcastDelay`, :class:`AgentLabels`). Each entry's ``inject`` and ``revert``
 are exact inverses; ``reads`` says what must be read from the live clusters first.
 
@@ -17,7 +17,8 @@ revert (idempotent) still succeeds.
 
 NetworkPolicies need a CNI that enforces them (kindnet does since kind v0.24; on staging,
 Calico/Cilium/...); the fedapp admin hooks are the same ones the local target uses, reached
-through the API server so they need no network path from the harness to the pods.
+through port-forwards (the API server and the kubelet) so they need no network path from the
+harness to the pods, and no NetworkPolicy admits them.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Op:
     apply of ``body``), ``scale`` (set ``replicas``), ``delete`` (absent is fine),
     ``wait`` (the cluster's workloads available, R12's "verify before the next"),
     ``admin`` (POST ``body`` as JSON to ``port``/``path`` of every pod matching
-    ``selector``, through the API server's pod proxy), ``patch`` (JSON merge patch
+    ``selector``, through a port-forward: ``port`` is the pod's loopback admin port), ``patch`` (JSON merge patch
     ``body``), ``rollout`` (wait until the Deployment's rollout is complete).
     """
 
@@ -102,14 +103,6 @@ class Observed:
                     reps[(c, a.kind, a.name)] = o.REPLICAS[a.name]
         labels = {r.name: dict(r.labels) for r in topology.regions}
         return cls(reps, topology.control_plane.broadcast_delay, labels)
-
-
-_PORTS = {
-    "gateway": o.GATEWAY_PORT,
-    "proxy": o.PROXY_PORT,
-    "agent": o.AGENT_PORT,
-    "controlplane": o.CONTROL_PLANE_PORT,
-}
 
 
 def check_allowed(contexts: Mapping[str, str], patterns: Sequence[str]) -> None:
@@ -172,7 +165,7 @@ def _hooks(topology: Topology, region: str, component: str, body: dict[str, Any]
     """Hook ops for *component* of *region*: one for a Deployment's pods, one per app instance
     (each instance listens on its own port)."""
     if component != "app":
-        return [_admin(region, component, topology, _PORTS[component], body)]
+        return [_admin(region, component, topology, body)]
     ops = []
     for k in range(1, topology.region(region).instances + 1):
         sel = {**o.selector(topology, "app"), o.LABEL_APP_INSTANCE: f"{region}-{k}"}
@@ -182,7 +175,7 @@ def _hooks(topology: Topology, region: str, component: str, body: dict[str, Any]
                 cluster=region,
                 kind="Pod",
                 name=f"app-{k}",
-                port=o.APP_PORT_BASE + k,
+                port=o.ADMIN_PORT,
                 selector=_selector_string(sel),
                 path="/admin/fault",
                 body=body,
@@ -199,11 +192,12 @@ def _admin(
     cluster: str,
     component: str,
     topology: Topology,
-    port: int,
     body: dict[str, Any],
     *,
     path: str = "/admin/fault",
 ) -> Op:
+    """An admin call on *component*'s pods, to their loopback admin port
+    (:data:`~gameday.targets.k8s.objects.ADMIN_PORT`), which only a port-forward reaches."""
     sel = _selector_string(o.selector(topology, component))
     return Op(
         verb="admin",
@@ -211,7 +205,7 @@ def _admin(
         kind="Pod",
         name=component,
         selector=sel,
-        port=port,
+        port=o.ADMIN_PORT,
         path=path,
         body=body,
     )
@@ -285,7 +279,15 @@ class Scale:
 @dataclass(frozen=True)
 class DenyPolicy:
     """A NetworkPolicy with no rule selecting *component*'s pods (None: every pod of the
-    region): everything it selects is dropped / delete it."""
+    region): everything it selects is dropped / delete it.
+
+    The manifests admit the public ports through ``allow-public-*`` policies
+    (:func:`~gameday.targets.k8s.objects.network_policies`), and NetworkPolicies add up: an
+    allow rule for a pod would defeat a policy without rules. So the injection also deletes
+    the allow policies of the pods it selects, and the revert applies them again exactly as
+    the manifests declare them (:func:`~gameday.targets.k8s.manifests.allow_policies`).
+    Two such faults on the same pods at once are not nested: the first revert re-admits.
+    """
 
     name: str
     component: str | None
@@ -311,12 +313,24 @@ class DenyPolicy:
             "spec": {"podSelector": pod_selector, "policyTypes": list(self.types)},
         }
 
+    def allows(self, topology: Topology, region: str) -> list[dict[str, Any]]:
+        """The region's allow policies that admit traffic to pods this fault selects."""
+        want = o.selector(topology, self.component).items() if self.component else set()
+        return [p for p in m.allow_policies(topology, region)
+                if want <= p["spec"]["podSelector"]["matchLabels"].items()]
+
     def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
-        return [Op(verb="apply", cluster=call.need_region(), kind="NetworkPolicy", name=self.name,
-                   body=self.body(topology, call))]
+        region = call.need_region()
+        return [Op(verb="apply", cluster=region, kind="NetworkPolicy", name=self.name,
+                   body=self.body(topology, call)),
+                *(Op(verb="delete", cluster=region, kind="NetworkPolicy", name=p["metadata"]["name"])
+                  for p in self.allows(topology, region))]
 
     def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
-        return [Op(verb="delete", cluster=call.need_region(), kind="NetworkPolicy", name=self.name)]
+        region = call.need_region()
+        return [*(Op(verb="apply", cluster=region, kind="NetworkPolicy", name=p["metadata"]["name"], body=p)
+                  for p in self.allows(topology, region)),
+                Op(verb="delete", cluster=region, kind="NetworkPolicy", name=self.name)]
 
 
 @dataclass(frozen=True)
@@ -347,7 +361,7 @@ class BroadcastDelay:
         return Reads(broadcast_delay=True)
 
     def _op(self, topology: Topology, seconds: float) -> Op:
-        return _admin(GLOBAL_CLUSTER, "controlplane", topology, o.CONTROL_PLANE_PORT, {"broadcast_delay": seconds})
+        return _admin(GLOBAL_CLUSTER, "controlplane", topology, {"broadcast_delay": seconds})
 
     def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
         call.params["previous"] = observed.broadcast_delay
@@ -373,12 +387,12 @@ class AgentLabels:
                 f"fault 'region_labels' needs the parameter 'labels' (a mapping), got {labels!r}"
             )
         call.params["previous"] = dict(observed.labels.get(r, {}))
-        return [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": dict(labels)}, path="/admin/slow")]
+        return [_admin(r, "agent", topology, {"labels": dict(labels)}, path="/admin/slow")]
 
     def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
         r = call.need_region()
         old_labels = dict(call.params.get("previous", topology.region(r).labels))
-        ops = [_admin(r, "agent", topology, o.AGENT_PORT, {"labels": old_labels}, path="/admin/slow")]
+        ops = [_admin(r, "agent", topology, {"labels": old_labels}, path="/admin/slow")]
         return [*ops, *plan_reconcile(topology)]
 
 
@@ -473,5 +487,5 @@ def plan_rollout(topology: Topology, region: str, stamp: str) -> list[Op]:
 def plan_reconcile(topology: Topology) -> list[Op]:
     """The control plane's full reconciliation pass (R3), through the pod proxy."""
     return [
-        _admin(GLOBAL_CLUSTER, "controlplane", topology, o.CONTROL_PLANE_PORT, {}, path="/admin/reconcile")
+        _admin(GLOBAL_CLUSTER, "controlplane", topology, {}, path="/admin/reconcile")
     ]

@@ -13,7 +13,9 @@ processes die with the process that started the federation, even under ``kill -9
 (with its start time), so :meth:`LocalFederation.attach` finds whatever is left where the
 OS cannot tie a child to its parent.
 
-Admin calls carry the run's token (:mod:`gameday.targets.admin_token`): :meth:`start` writes a
+Admin calls go to each component's own admin port (:meth:`LocalFederation.admin_endpoint`;
+the public ports answer admin paths 404) and carry the run's token
+(:mod:`gameday.targets.admin_token`): :meth:`start` writes a
 fresh one to ``admin-token`` in the work directory (mode 0600) and gives the components its
 path in ``$GAMEDAY_ADMIN_TOKEN_FILE``; ``state.json`` records the path, so ``gameday restore``
 in another process signs its reverts too; :meth:`stop` removes the file.
@@ -138,9 +140,10 @@ class LocalFederation:
     # -- construction ---------------------------------------------------------------
     @classmethod
     def from_topology(cls, topology: Topology, workdir: Path, run_id: str | None = None) -> LocalFederation:
-        """Plan addresses and ports for *topology* under *workdir* (nothing is started)."""
+        """Plan addresses and ports for *topology* under *workdir* (nothing is started); every
+        component serves admin on a port of its own (:meth:`admin_endpoint`)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(plan_federation(topology, workdir.resolve(), run_id))
+        return cls(plan_federation(topology, workdir.resolve(), run_id, separate_admin=True))
 
     @classmethod
     def attach(cls, workdir: Path) -> LocalFederation:
@@ -409,6 +412,11 @@ class LocalFederation:
         ep: Endpoint = getattr(r, c.role)
         return ep
 
+    def admin_endpoint(self, name: str) -> Endpoint:
+        """Where component *name* serves its admin paths: its own admin port when the spec
+        plans one (a federation this class planned does), else its public port."""
+        return self.spec.admin.get(name) or self.listen_endpoint(name)
+
     def entry_nodes(self) -> list[str]:
         """Names of every gateway and proxy (the nodes switchover is measured on)."""
         return [n for n, c in self.components.items() if c.role in ("gateway", "proxy")]
@@ -436,7 +444,7 @@ class LocalFederation:
                 cannot be read.
         """
         try:
-            r = self._http.post(self.listen_endpoint(name).url + path, json=body, timeout=2.0,
+            r = self._http.post(self.admin_endpoint(name).url + path, json=body, timeout=2.0,
                                 auth=AdminAuth(self.admin_token_file))
             r.raise_for_status()
         except httpx.HTTPError as exc:

@@ -26,7 +26,7 @@ def release_ports(spec: FederationSpec) -> None:
         ports |= {r.proxy.port, r.agent.port, *(i.endpoint.port for i in r.instances)}
         if r.control_plane is not None:
             ports.add(r.control_plane.port)
-    release(ports)
+    release(ports | {ep.port for ep in spec.admin.values()})
 
 
 def _common_free_port(picker: PortPicker, hosts: list[str], attempts: int) -> int:
@@ -66,15 +66,22 @@ def new_run_id() -> str:
     return f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
-def plan_federation(topology: Topology, workdir: Path, run_id: str | None = None) -> FederationSpec:
+def plan_federation(topology: Topology, workdir: Path, run_id: str | None = None, *,
+                    separate_admin: bool = False) -> FederationSpec:
     """Assign addresses and free ports to every component of *topology*.
 
     Region N (1-based, in file order) gets 127.0.N.0/24: gateway .1, proxy .2,
     agent .3, the regional control plane .4 (regional layout only), app instance k at
-    .(10+k). Global components are on 127.0.0.1.
+    .(10+k). Global components are on 127.0.0.1. With *separate_admin* every HTTP
+    component also gets an admin port of its own on its own address (``spec.admin``).
     """
     with picking() as picker:
-        return _plan(picker, topology, workdir, run_id or new_run_id())
+        spec = _plan(picker, topology, workdir, run_id or new_run_id())
+        if separate_admin:
+            admin = {name: Endpoint(host=ep.host, port=picker.free_port(ep.host))
+                     for name, ep in spec.http_endpoints().items()}
+            spec = spec.model_copy(update={"admin": admin})
+        return spec
 
 
 def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) -> FederationSpec:
