@@ -35,12 +35,17 @@ lint: $(STAMP)
 
 # The plugin's own tests run on both cores (each test starts its own federations on free
 # ports; tests pinned with xdist_group, the wheel install and the foreign federation, stay
-# on one worker); the suites run in one process against one session federation, as users
-# run them. (One shared session was tried: the suites' timing-sensitive checks then ran
-# beside the heaviest tests and failed under that load; see the session note.)
+# on one worker). The suites run after them, also on both cores: each pytest-xdist worker
+# brings up a session federation of its own (free ports, its own state directory), as a
+# user's `pytest -n 2 suites` does. The long game days are collected first so that the
+# short conformance checks fill the end (xdist keeps two tests queued per worker: long ones
+# last would leave one worker idle). (One session for tests and suites was tried: the
+# suites' timing-sensitive checks then ran beside the heaviest tests and failed under that
+# load; see the session note.)
 test: lint
 	$(PY) -m pytest -n 2 --dist loadgroup tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
-	$(PY) -m pytest suites --junitxml=reports/junit-suites.xml $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup suites/gameday suites/conformance --junitxml=reports/junit-suites.xml \
+		$(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) bench/run.py

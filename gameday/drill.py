@@ -160,7 +160,7 @@ class Drill:
 
     # -- the fault ---------------------------------------------------------------------------
     @contextmanager
-    def fault(self, kind: str, region: str | None = None, *, baseline: float = 1.0,
+    def fault(self, kind: str, region: str | None = None, *, baseline: float = 1.0, steady_timeout: float = 20.0,
               restore_timeout: float = 60.0, observe_after: float = 0.3, **params: Any) -> Iterator[ActiveFault]:
         """Inject *kind* (on *region*) for the duration of the block, then restore.
 
@@ -169,6 +169,8 @@ class Drill:
 
         Args:
             baseline: seconds of steady state observed before injecting.
+            steady_timeout: seconds to wait for that steady state; nothing is injected
+                when it is not seen by then.
             restore_timeout: seconds to wait for steady state after the revert.
             observe_after: seconds to keep observing once steady state is back (a
                 returning region's weight ramp, for example).
@@ -247,7 +249,7 @@ class Drill:
             tl.mark(self._baseline_start, "baseline")
             with self.steps.phase(f"steady state before {label}") as step:
                 self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
-                                   outermost=parent is None, label=label)
+                                   outermost=parent is None, label=label, timeout=steady_timeout)
                 step.params = phase_steps.baseline_facts(
                     tl.copy(), self._baseline_start, time.monotonic(),
                     [r for r in self.region_names if r not in already_lost])

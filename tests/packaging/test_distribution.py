@@ -128,7 +128,9 @@ def test_the_wheel_carries_suites_topologies_and_types_but_no_tests(wheel: Path)
 
 
 def test_gameday_drill_runs_outside_a_checkout(installed: Path, project: Path) -> None:
-    out = _ok(_run([str(installed / "gameday"), "drill", "--seed", "3"], cwd=project, env=_clean_env(installed)))
+    # (client recovery over 3 s, not the default 10: what is tested is the installed wheel)
+    out = _ok(_run([str(installed / "gameday"), "drill", "--seed", "3", "--gameday-recovery-window=3"], cwd=project,
+                   env=_clean_env(installed)))
     assert "gameday drill verdicts" in out and "test_random_gateway_outage" in out
     assert str(REPO) not in out.split("gameday drill verdicts")[0].split("rootdir")[-1], out
 
@@ -146,8 +148,8 @@ def test_init_then_pytest_runs_the_scaffolded_drill_conformance_and_the_readme_e
     out = _ok(_run([str(installed / "gameday"), "init"], cwd=project, env=env))
     assert "wrote    drills/test_gateway_drill.py" in out
     (project / "drills" / "test_my_drill.py").write_text(_readme_example())
-    out = _ok(_run([str(installed / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-rA"], cwd=project,
-                   env=env))
+    out = _ok(_run([str(installed / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+                    "--gameday-recovery-window=3"], cwd=project, env=env))
     assert "5 passed" in out, out
     assert "PASSED drills/test_my_drill.py::test_random_gateway_outage" in out, out
     assert "rules passed 3, failed 0" in out, out

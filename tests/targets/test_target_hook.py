@@ -105,7 +105,8 @@ def test_a_conftest_target_runs_the_headline_drill_and_a_conftest_fault(pytester
     pytester.makeini(INI)
     pytester.makepyfile(mytargets=MYTARGETS, conftest=CONFTEST_MINE, test_zz_conftest_fault=TEST_CONFTEST_FAULT)
     shutil.copy(REPO / "suites" / "gameday" / "test_gateway_outage.py", pytester.path)
-    result = pytester.runpytest_subprocess("--gameday-target", "mine", "--gameday-seed=3", timeout=400)
+    result = pytester.runpytest_subprocess("--gameday-target", "mine", "--gameday-seed=3",
+                                           "--gameday-recovery-window=3", timeout=400)
     result.stdout.fnmatch_lines(["gameday: target=mine topology=* seed=3 *"])
     result.assert_outcomes(passed=2)
     (run,) = (pytester.path / "reports" / "runs").glob("*/run.json")
