@@ -104,6 +104,7 @@ class Drill:
         round_index: int = 0,
         dns_ttl: float = 5.0,
         on_result: Callable[[DrillResult], object] | None = None,
+        on_block_end: Callable[[FaultWindow], object] | None = None,
         skip_unavailable_faults: bool = False,
         steps: Steps | None = None,
     ) -> None:
@@ -121,6 +122,9 @@ class Drill:
         self.round = round_index
         self.dns_ttl = dns_ttl
         self.on_result = on_result
+        #: Called the moment a fault's block ends (before its figures are summed up and the
+        #: fault is reverted): the session shields the revert from a signal from here on.
+        self.on_block_end = on_block_end
         self.steps: Steps = steps or NoSteps()
         """Where the drill's phases and verdicts go as steps (the Allure report's)."""
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
@@ -310,6 +314,8 @@ class Drill:
                             raise self._casualty_error() from exc
                         raise
                 finally:
+                    if self.on_block_end is not None:
+                        self.on_block_end(window)
                     step.params = phase_steps.observe_facts(result)
                     step.title = phase_steps.observe_title(step.params)
         finally:

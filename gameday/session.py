@@ -37,6 +37,7 @@ from gameday.reports.history import HistoryRow, append_history, check_regression
 from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.targets import registry
+from gameday.timeline import FaultWindow
 from gameday.topology import Topology, load_topology
 from gameday.verdicts.result import DrillResult
 
@@ -423,6 +424,11 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         finally:
             state.interrupts.release("revert")  # the fault block is done: a deferred signal may stop us now
 
+    def on_block_end(window: FaultWindow) -> None:
+        # From the end of the fault's block a signal waits: the revert, the steady-state wait
+        # after it and the result's record are finished first (released in on_result).
+        state.interrupts.hold("revert", f"reverting {window.kind} {window.region or ''}".strip())
+
     shielded = cast(Target, _ShieldedTarget(target, state.interrupts))  # duck-typed: delegates the rest
     steps: Steps = allure_attach.AllureSteps(config) if allure_attach.allure_active(config) else NoSteps()
     d = Drill(
@@ -431,7 +437,7 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
         # An external target knows its TTL from its profile or its DNS server's answers.
         round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        on_result=on_result, steps=steps,
+        on_result=on_result, on_block_end=on_block_end, steps=steps,
         skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
     )
     yield d
