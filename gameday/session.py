@@ -190,9 +190,10 @@ class _ShieldedTarget:
     """The drill's view of the target: injecting and reverting are not interrupted.
 
     An injection always completes (then the signal is raised); a revert is shielded
-    from the call until the drill's fault block has recorded its result
-    (:func:`drill`'s ``on_result``), so the steady-state wait after it and the ledger
-    update complete too. Everything else is the target's own.
+    from the end of the fault's block (:func:`drill`'s ``on_block_end``; from the call
+    itself when nothing said the block ended) until the block has recorded its result
+    (``on_result``), so the steady-state wait after it and the ledger update complete
+    too. Everything else is the target's own.
     """
 
     def __init__(self, target: Target, interrupts: Interrupts) -> None:
