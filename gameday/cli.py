@@ -278,7 +278,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
             return 2
     if args.forget:
         return forget(reports, args.forget, out=sys.stdout)
-    return restore(reports, keep=args.keep, out=sys.stdout)
+    return restore(reports, keep=args.keep, out=sys.stdout, lock_timeout=args.drill_lock_timeout)
 
 
 def _cmd_down(args: argparse.Namespace) -> int:
@@ -384,6 +384,13 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--forget", metavar="ID",
                     help="drop the ledger entry ID (or a unique prefix) without reverting it, e.g. when its "
                     "target is gone for good; says what is dropped")
+    lock_env = settings.OPTION["drill-lock-timeout"].env
+    rs.add_argument("--drill-lock-timeout", metavar="SECONDS", type=settings.cli_type("drill-lock-timeout"),
+                    # a string default goes through type=, so a bad environment value is refused the same way
+                    default=os.environ.get(lock_env, f"{settings.Settings.drill_lock_timeout:g}"),
+                    help="on a shared federation (external, kind, kube), wait up to SECONDS for another run's "
+                    f"drill on it to end before reverting (default: {settings.Settings.drill_lock_timeout:g}, "
+                    f"or ${lock_env}); an entry that waited longer stays in the ledger")
     rs.add_argument("-p", "--plugin", metavar="MODULE", action="append",
                     help="import MODULE first (repeatable), as pytest -p does: the module that registers "
                     "the faults or targets a conftest or plugin added to the run")

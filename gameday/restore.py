@@ -13,15 +13,17 @@ reported with their path and moved aside, and the loop goes on to the next one.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gameday.errors import GamedayError
+from gameday.drill_lock import DEFAULT_TIMEOUT, Holder, drill_lock
+from gameday.errors import DrillLockTimeout, GamedayError
 from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
-from gameday.interfaces import Target
+from gameday.interfaces import SharedFederation, Target
 from gameday.procs import stop_orphaned
 from gameday.statefile import CorruptFile, quarantine
 from gameday.targets import registry
@@ -82,7 +84,40 @@ def local_federation_gone(entry: LedgerEntry) -> str | None:
     return None
 
 
-def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome) -> None:
+@contextlib.contextmanager
+def federation_turn(target: Target, *, timeout: float, what: str,
+                    on_wait: Callable[[str, str], None] | None = None) -> Iterator[None]:
+    """Hold the drill lock of a shared federation (:class:`SharedFederation`) for the block:
+    a revert outside a drill (``gameday restore``, a session's leftovers) takes its turn
+    with the drills of other runs on that federation, as their faults do, instead of
+    changing it under a drill in progress. A target that owns its federation: no lock.
+
+    Args:
+        what: what this process does, for the waiters' messages (the lock's holder note).
+        on_wait: called once per holder while waiting, with the key and who holds it.
+
+    Raises:
+        DrillLockTimeout: still held by another run after *timeout* seconds; nothing reverted.
+        DrillLockError: the lock file cannot be used; nothing reverted.
+    """
+    if not isinstance(target, SharedFederation):
+        yield
+        return
+    key = target.drill_lock_key()
+    told: list[str] = []
+
+    def waiting(holder: Holder | None, waited: float) -> None:
+        who = holder.describe() if holder is not None else "another process (it has not said who it is)"
+        if on_wait is not None and who not in told:
+            told.append(who)
+            on_wait(key, who)
+
+    with drill_lock(key, timeout=timeout, what=what, on_wait=waiting):
+        yield
+
+
+def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome, *,
+                 lock_timeout: float = DEFAULT_TIMEOUT) -> None:
     what = f"{entry.what} [{entry.id}]"
     if entry.runner_pid != os.getpid() and pid_alive(entry.runner_pid):
         out.write(f"SKIP  {what}: its runner (pid {entry.runner_pid}) is still running and will restore it\n")
@@ -96,8 +131,21 @@ def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome)
         return
     try:
         target = attach_target(entry.target, entry.target_ref, entry.attach)
-        target.revert(entry.kind, entry.region, dict(entry.params))
-        target.check_health(timeout=30)
+        def waiting(key: str, who: str) -> None:
+            out.write(f"WAIT  {what}: the drill lock on {key} is held by {who}; waiting up to {lock_timeout:g} s "
+                      "for its drill to end\n")
+            out.flush()
+
+        with federation_turn(target, timeout=lock_timeout, what=f"gameday restore {entry.what}", on_wait=waiting):
+            target.revert(entry.kind, entry.region, dict(entry.params))
+            target.check_health(timeout=30)
+    except DrillLockTimeout as exc:
+        who = exc.holder.describe() if exc.holder is not None else "another process"
+        out.write(f"FAIL  {what}: not reverted: the drill lock on {exc.key} was still held by {who} after "
+                  f"{lock_timeout:g} s (--drill-lock-timeout); run `gameday restore` again when that drill "
+                  "has ended\n")
+        done.failed.append(what)
+        return
     except GamedayError as exc:
         out.write(f"FAIL  {what}: {exc}\n      if it can never be reverted (the target is gone for good), "
                   f"drop it with `gameday restore --forget {entry.id}`\n")
@@ -130,12 +178,14 @@ def ledgers_for(reports: Path | None) -> list[Ledger]:
     return [Ledger(p) for p in unique]
 
 
-def restore(reports: Path | None, *, keep: bool, out: TextIO) -> int:
+def restore(reports: Path | None, *, keep: bool, out: TextIO, lock_timeout: float = DEFAULT_TIMEOUT) -> int:
     """Revert every pending fault; return a process exit code (0: all restored).
 
     Args:
         reports: the reports directory; ``None``: ``./reports`` and every indexed ledger.
         keep: leave orphaned federations running afterwards.
+        lock_timeout: seconds to wait for a shared federation's drill lock, held by another
+            run's drill, before its entry fails (and stays in the ledger).
     """
     done = Outcome()
     ledgers = ledgers_for(reports)
@@ -147,7 +197,7 @@ def restore(reports: Path | None, *, keep: bool, out: TextIO) -> int:
         looked += 1
         out.write(f"ledger {ledger.path}: {len(entries)} pending\n")
         for entry in entries:
-            _restore_one(entry, ledger, out, done)
+            _restore_one(entry, ledger, out, done, lock_timeout=lock_timeout)
     if not looked and not done.corrupt:
         out.write(f"no pending fault in {', '.join(str(x.path) for x in ledgers)}: nothing to restore\n")
     if not keep:

@@ -35,6 +35,7 @@ from gameday.profile import LoadedProfile, load_profile
 from gameday.reports import allure_attach, plots, rawdata, reporting, table
 from gameday.reports.history import HistoryRow, append_history, check_regression, load_history
 from gameday.reports.steps import NoSteps, Steps
+from gameday.restore import federation_turn
 from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.targets import registry
 from gameday.timeline import FaultWindow
@@ -305,8 +306,11 @@ def revert_own_leftovers(state: SessionState, target: Target) -> None:
             continue
         what = f"{entry.kind} {entry.region or ''}".strip()
         try:
-            target.revert(entry.kind, entry.region, dict(entry.params))
-            target.check_health(timeout=30)
+            # On a shared federation, in turn with the other runs' drills (as the fault was).
+            with federation_turn(target, timeout=state.settings.drill_lock_timeout,
+                                 what=f"revert of {what} left by its drill"):
+                target.revert(entry.kind, entry.region, dict(entry.params))
+                target.check_health(timeout=30)
         except GamedayError as exc:
             # Not raised: the target must still be torn down; the entry stays for `gameday restore`.
             log.warning("could not revert %s left by its drill: %s; run `gameday restore`", what, exc)
