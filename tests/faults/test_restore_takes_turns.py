@@ -32,19 +32,10 @@ from gameday.targets.external import ExternalTarget
 from gameday.targets.local import LocalTarget
 from gameday.topology import load_topology
 
+from ..lock_holder import LockHolder
+
 REPO = Path(__file__).resolve().parents[2]
 KEY = "federation:app.example.test.@127.0.0.1:9"
-
-HOLD = """
-import pathlib, sys, time
-from gameday.drill_lock import drill_lock
-with drill_lock(sys.argv[1], what="test other-run::test_drill"):
-    print("held", flush=True)
-    deadline = time.monotonic() + 60
-    while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-"""
-
 
 class HealthyExternal(ExternalTarget):
     """The external target with a health check that passes: the profile's federation is not
@@ -110,29 +101,6 @@ def _inject_here(tmp_path: Path, reports: Path) -> tuple[ExternalTarget, Ledger]
     return target, ledger
 
 
-class Holder:
-    """Another run's drill on the same federation: a real process holding its lock."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.release_file = tmp_path / "release"
-        self.proc = subprocess.Popen([sys.executable, "-c", HOLD, KEY, str(self.release_file)],
-                                     stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "held"
-
-    def release(self) -> float:
-        released = time.time()
-        self.release_file.touch()
-        self.proc.wait(10)
-        return released
-
-    def __enter__(self) -> Holder:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release_file.touch()
-        self.proc.wait(10)
-
-
 def _reverts(tmp_path: Path) -> list[float]:
     marker = tmp_path / "reverted"
     return [float(x) for x in marker.read_text().split()] if marker.exists() else []
@@ -142,7 +110,7 @@ def test_restore_waits_for_another_runs_drill_then_reverts(tmp_path: Path) -> No
     reports = tmp_path / "reports"
     _, ledger = _inject(tmp_path, reports)
     out = io.StringIO()
-    with Holder(tmp_path) as holder:
+    with LockHolder(KEY, tmp_path, what="test other-run::test_drill") as holder:
         released: list[float] = []
         timer = threading.Timer(1.0, lambda: released.append(holder.release()))
         timer.start()
@@ -152,7 +120,7 @@ def test_restore_waits_for_another_runs_drill_then_reverts(tmp_path: Path) -> No
             timer.join()
     text = out.getvalue()
     assert rc == 0, text
-    assert "WAIT  gateway_down a [" in text and f"the drill lock on {KEY} is held by pid {holder.proc.pid}" in text
+    assert "WAIT  gateway_down a [" in text and f"the drill lock on {KEY} is held by pid {holder.pid}" in text
     assert "test other-run::test_drill" in text and "waiting up to 30 s" in text
     assert "OK    gateway_down a" in text
     (reverted_at,) = _reverts(tmp_path)
@@ -164,14 +132,14 @@ def test_restore_that_waited_too_long_reverts_nothing_and_keeps_the_entry(tmp_pa
     reports = tmp_path / "reports"
     _, ledger = _inject(tmp_path, reports)
     out = io.StringIO()
-    with Holder(tmp_path) as holder:
+    with LockHolder(KEY, tmp_path, what="test other-run::test_drill") as holder:
         t0 = time.monotonic()
         rc = restore(reports, keep=True, out=out, lock_timeout=0.5)
         assert time.monotonic() - t0 < 5
         assert rc == 1
         text = out.getvalue()
         assert "FAIL  gateway_down a [" in text
-        assert f"not reverted: the drill lock on {KEY} was still held by pid {holder.proc.pid}" in text
+        assert f"not reverted: the drill lock on {KEY} was still held by pid {holder.pid}" in text
         assert "after 0.5 s (--drill-lock-timeout); run `gameday restore` again" in text
         assert _reverts(tmp_path) == []
         assert [e.kind for e in ledger.pending()] == ["gateway_down"]
@@ -200,7 +168,7 @@ def test_a_sessions_own_leftover_waits_its_turn_too(tmp_path: Path) -> None:
     state = SessionState(settings=Settings(drill_lock_timeout=0.5, reports=reports), topology=load_topology(),
                          interrupts=Interrupts())
     assert state.ledger.path == ledger.path
-    with Holder(tmp_path):
+    with LockHolder(KEY, tmp_path):
         revert_own_leftovers(state, target)  # times out: logged, the entry stays for `gameday restore`
         assert _reverts(tmp_path) == [] and len(ledger.pending()) == 1
     revert_own_leftovers(state, target)
@@ -210,7 +178,7 @@ def test_a_sessions_own_leftover_waits_its_turn_too(tmp_path: Path) -> None:
 
 def test_a_target_that_owns_its_federation_takes_no_lock(tmp_path: Path) -> None:
     local = LocalTarget(load_topology(), tmp_path)  # never started: only its type matters
-    with Holder(tmp_path), federation_turn(local, timeout=0, what="test"):
+    with LockHolder(KEY, tmp_path), federation_turn(local, timeout=0, what="test"):
         pass  # a shared federation's lock held elsewhere does not stop it
 
 

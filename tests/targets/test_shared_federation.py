@@ -10,8 +10,6 @@ test) waits for a real holder process of that key, then fails before its health 
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.targets.local import LocalTarget
 from gameday.topology import Topology, load_topology
 
+from ..lock_holder import LockHolder
 from .test_profile_kube import PROFILE
 
 KIND_KEY = "k8s:kind-gd-a/gameday,kind-gd-b/gameday,kind-gd-c/gameday,kind-gd-global/gameday"
@@ -95,24 +94,10 @@ def test_the_local_target_owns_its_federation(tmp_path: Path) -> None:
     assert not isinstance(_shielded(local), SharedFederation)
 
 
-HOLD = """
-import pathlib, sys, time
-from gameday.drill_lock import drill_lock
-with drill_lock(sys.argv[1], what="test other-run"):
-    print("held", flush=True)
-    deadline = time.monotonic() + 60
-    while not pathlib.Path(sys.argv[2]).exists() and time.monotonic() < deadline:
-        time.sleep(0.01)
-"""
-
-
 def test_a_kube_drill_waits_for_another_run_on_its_contexts_and_fails_before_touching_them(
         topology: Topology, tmp_path: Path) -> None:
     kube = KubeTarget(topology, tmp_path, allow=["kind-gd-*"], client_factory=_no_client, addresses=ADDRESSES)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, KIND_KEY, str(tmp_path / "release")],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with LockHolder(KIND_KEY, tmp_path) as holder:
         progress: list[str] = []
         drill = Drill(_shielded(kube), Settings(seed=1, drill_lock_timeout=0.6),  # type: ignore[arg-type]
                       seed_key="t", ledger=Ledger(tmp_path / "ledger.json"), offered=60, margin=0.2,
@@ -124,6 +109,3 @@ def test_a_kube_drill_waits_for_another_run_on_its_contexts_and_fails_before_tou
         assert progress and "waiting for drill lock held by" in progress[0]
         assert kube.recorded == []  # not one Kubernetes operation, not even the health check's reads
         assert not (tmp_path / "ledger.json").exists()
-    finally:
-        (tmp_path / "release").touch()
-        holder.wait(10)
