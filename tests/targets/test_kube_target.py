@@ -169,3 +169,18 @@ def test_topology_contexts_are_validated(topology: Topology, contexts: dict[str,
     with pytest.raises(ConfigError) as err:
         parse_topology(data, "staging.yaml")
     assert str(err.value).startswith(f"staging.yaml: {message}")
+
+
+def test_a_revert_inside_another_deny_fault_leaves_its_pods_cut_off(topology: Topology, tmp_path: Path) -> None:
+    """The target knows what it injected: reverting a gateway hung inside a region blackhole
+    does not re-admit the gateway; reverting the blackhole after it does."""
+    t = _target(topology, tmp_path, dry_run=True, out=io.StringIO())
+    t.inject("region_blackhole", "a", {})
+    t.inject("gateway_hung", "a", {})
+    t.recorded.clear()
+    t.revert("gateway_hung", "a", {})
+    assert [(op.verb, op.name) for op in t.recorded] == [("delete", "gameday-fault-gateway-hung")]
+    t.recorded.clear()
+    t.revert("region_blackhole", "a", {})
+    applied = {op.name for op in t.recorded if op.verb == "apply"}
+    assert "allow-public-gateway" in applied and "allow-public-proxy" in applied

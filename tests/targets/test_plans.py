@@ -19,6 +19,7 @@ from gameday.targets.k8s import objects as o
 from gameday.topology import GLOBAL_CLUSTER, Topology
 
 from .cluster_state import ClusterState
+from .test_manifests import _admits
 
 PARAMS: dict[str, dict[str, Any]] = {
     "sync_delay": {"seconds": 5.0},
@@ -235,3 +236,49 @@ def test_missing_required_params_are_refused_before_anything_runs(topology: Topo
         plan.plan_inject(topology, "gateway_blip", "a", {}, plan.Observed.desired(topology))
     with pytest.raises(ConfigError, match="'labels'"):
         plan.plan_inject(topology, "region_labels", "a", {}, plan.Observed.desired(topology))
+
+
+def _admits_now(state: ClusterState, rendered: dict[str, Any], cluster: str, workload: str, port: int) -> bool:
+    """Whether *workload*'s pods in *cluster* admit TCP *port* from outside under the
+    NetworkPolicies *state* holds now (the manifests tests' evaluator)."""
+    labels = next(w for w in rendered[cluster] if w["metadata"]["name"] == workload and w["kind"] == "Deployment")[
+        "spec"]["template"]["metadata"]["labels"]
+    policies = [obj for (c, kind, _, _), obj in state.objects.items() if c == cluster and kind == "NetworkPolicy"]
+    return _admits(policies, labels, port, "TCP")
+
+
+@pytest.mark.parametrize("outer_first", [False, True], ids=["inner-reverted-first", "outer-reverted-first"])
+def test_nested_deny_faults_keep_their_pods_cut_off_until_the_last_revert(
+    topology: Topology, rendered: dict[str, Any], outer_first: bool
+) -> None:
+    """A gateway hung inside a region blackhole: whichever is reverted first, the gateway stays
+    cut off until the other is reverted too (NetworkPolicies add up: re-applying its allow
+    policy would end the fault still in effect)."""
+    state = ClusterState.deployed(topology, rendered)
+    before = state.snapshot()
+    assert _admits_now(state, rendered, "a", "gateway", o.GATEWAY_PORT)
+    outer, inner = ("region_blackhole", "a"), ("gateway_hung", "a")
+    for kind, region in (outer, inner):
+        for op in plan.plan_inject(topology, kind, region, {}, state.observe(topology)):
+            state.apply(op)
+    assert not _admits_now(state, rendered, "a", "gateway", o.GATEWAY_PORT)
+    assert not _admits_now(state, rendered, "a", "proxy", o.PROXY_PORT)
+    first, last = (outer, inner) if outer_first else (inner, outer)
+    # Without knowing what else is in effect, the first revert would re-admit the gateway:
+    unaware = plan.plan_revert(topology, *first, {})
+    assert any(op.verb == "apply" and op.name == "allow-public-gateway" for op in unaware)
+    for op in plan.plan_revert(topology, *first, {}, in_effect=[last]):
+        state.apply(op)
+    assert not _admits_now(state, rendered, "a", "gateway", o.GATEWAY_PORT), f"{first} re-admitted the gateway"
+    # The blackhole's other pods come back as soon as the blackhole is reverted.
+    assert _admits_now(state, rendered, "a", "proxy", o.PROXY_PORT) == outer_first
+    for op in plan.plan_revert(topology, *last, {}, in_effect=[]):
+        state.apply(op)
+    assert _admits_now(state, rendered, "a", "gateway", o.GATEWAY_PORT)
+    assert state.snapshot() == before
+
+
+def test_deny_faults_in_other_regions_do_not_hold_back_a_revert(topology: Topology) -> None:
+    others: list[tuple[str, str | None]] = [("region_blackhole", "b"), ("gateway_down", "a")]
+    ops = plan.plan_revert(topology, "gateway_hung", "a", {}, in_effect=others)
+    assert ops == plan.plan_revert(topology, "gateway_hung", "a", {})

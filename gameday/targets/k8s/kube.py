@@ -99,6 +99,9 @@ class KubeTarget:
         self.allow = tuple(allow)
         self.dry_run = dry_run
         self.recorded: list[Op] = []
+        self._in_effect: list[tuple[str, str | None]] = []
+        """Faults this target injected and has not reverted, oldest first (nesting, see
+        :func:`~gameday.targets.k8s.plan.plan_revert`)."""
         """Every operation executed (or, in dry-run, only recorded), in order."""
         self._factory = client_factory or default_client_factory
         self._clusters: Clusters | None = None
@@ -299,10 +302,17 @@ class KubeTarget:
     # -- faults ----------------------------------------------------------------------------------------------
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         observed = plan.Observed.desired(self.topology) if self.dry_run else self._observe(kind, region)
-        self.run(plan.plan_inject(self.topology, kind, region, params, observed), FaultError)
+        ops = plan.plan_inject(self.topology, kind, region, params, observed)
+        # In effect from its first operation on: a half-done injection counts as nested too.
+        self._in_effect.append((kind, region))
+        self.run(ops, FaultError)
 
     def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        self.run(plan.plan_revert(self.topology, kind, region, params), FaultError)
+        others = list(self._in_effect)
+        if (kind, region) in others:
+            others.remove((kind, region))
+        self.run(plan.plan_revert(self.topology, kind, region, params, in_effect=others), FaultError)
+        self._in_effect = others
 
     def _observe(self, kind: str, region: str | None) -> plan.Observed:
         """Read what the fault's plan needs: a replica count, the broadcast delay, agent labels."""

@@ -286,7 +286,9 @@ class DenyPolicy:
     allow rule for a pod would defeat a policy without rules. So the injection also deletes
     the allow policies of the pods it selects, and the revert applies them again exactly as
     the manifests declare them (:func:`~gameday.targets.k8s.manifests.allow_policies`).
-    Two such faults on the same pods at once are not nested: the first revert re-admits.
+    Nested on the same pods (a gateway hung inside a region blackhole), a revert leaves out
+    the allow policies another deny fault still in effect in the region had deleted
+    (:func:`plan_revert`'s ``in_effect``): the last revert re-admits, not the first.
     """
 
     name: str
@@ -448,10 +450,23 @@ def plan_inject(
     return action.inject(topology, call, observed)
 
 
-def plan_revert(topology: Topology, kind: str, region: str | None, params: Mapping[str, Any]) -> list[Op]:
-    """The operations that exactly undo :func:`plan_inject` (idempotent: safe to repeat)."""
+def plan_revert(topology: Topology, kind: str, region: str | None, params: Mapping[str, Any], *,
+                in_effect: Sequence[tuple[str, str | None]] = ()) -> list[Op]:
+    """The operations that exactly undo :func:`plan_inject` (idempotent: safe to repeat).
+
+    *in_effect*: the other faults (kind, region) still in effect on these clusters. A deny
+    fault's revert does not re-apply an allow policy another deny fault in effect in the same
+    region deleted too: NetworkPolicies add up, so re-admitting there would end that fault.
+    """
     action, call = fault_call(kind, region, dict(params))
-    return action.revert(topology, call)
+    ops = action.revert(topology, call)
+    if not isinstance(action, DenyPolicy) or region is None:
+        return ops
+    still = {p["metadata"]["name"]
+             for other_kind, other_region in in_effect if other_region == region
+             for other in [K8S_ACTIONS.get(other_kind)] if isinstance(other, DenyPolicy) and other != action
+             for p in other.allows(topology, region)}
+    return [op for op in ops if not (op.verb == "apply" and op.kind == "NetworkPolicy" and op.name in still)]
 
 
 def reads(kind: str, region: str | None) -> Reads:
