@@ -129,13 +129,14 @@ def _restore_one(entry: LedgerEntry, ledger: Ledger, out: TextIO, done: Outcome,
         out.write(f"CLEAR {what}: {gone}; nothing is left broken, entry cleared\n")
         done.cleared.append(what)
         return
+
+    def waiting(key: str, who: str) -> None:
+        out.write(f"WAIT  {what}: the drill lock on {key} is held by {who}; waiting up to {lock_timeout:g} s "
+                  "for its drill to end\n")
+        out.flush()
+
     try:
         target = attach_target(entry.target, entry.target_ref, entry.attach)
-        def waiting(key: str, who: str) -> None:
-            out.write(f"WAIT  {what}: the drill lock on {key} is held by {who}; waiting up to {lock_timeout:g} s "
-                      "for its drill to end\n")
-            out.flush()
-
         with federation_turn(target, timeout=lock_timeout, what=f"gameday restore {entry.what}", on_wait=waiting):
             target.revert(entry.kind, entry.region, dict(entry.params))
             target.check_health(timeout=30)

@@ -99,10 +99,10 @@ class KubeTarget:
         self.allow = tuple(allow)
         self.dry_run = dry_run
         self.recorded: list[Op] = []
+        """Every operation executed (or, in dry-run, only recorded), in order."""
         self._in_effect: list[tuple[str, str | None]] = []
         """Faults this target injected and has not reverted, oldest first (nesting, see
         :func:`~gameday.targets.k8s.plan.plan_revert`)."""
-        """Every operation executed (or, in dry-run, only recorded), in order."""
         self._factory = client_factory or default_client_factory
         self._clusters: Clusters | None = None
         self._addressing = m.Addressing(dict(addresses)) if addresses else None
