@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gameday.errors import TargetError
+from gameday.errors import DrillLockTimeout, TargetError
 from gameday.faults import Ledger
 from gameday.interrupts import Interrupts
 from gameday.restore import federation_turn, ledger_path, restore
@@ -178,8 +178,17 @@ def test_a_sessions_own_leftover_waits_its_turn_too(tmp_path: Path) -> None:
 
 def test_a_target_that_owns_its_federation_takes_no_lock(tmp_path: Path) -> None:
     local = LocalTarget(load_topology(), tmp_path)  # never started: only its type matters
+    ran = []
+    # timeout 0: if it tried to take any lock held elsewhere, this would raise at once
     with LockHolder(KEY, tmp_path), federation_turn(local, timeout=0, what="test"):
-        pass  # a shared federation's lock held elsewhere does not stop it
+        ran.append(True)
+    assert ran == [True]
+    # The same call for a shared federation whose lock is held does not run the block.
+    external = HealthyExternal.from_file(_profile(tmp_path))
+    with LockHolder(KEY, tmp_path), pytest.raises(DrillLockTimeout), \
+            federation_turn(external, timeout=0, what="test"):
+        ran.append(False)
+    assert ran == [True]
 
 
 def test_an_unattachable_entry_still_fails_with_its_reason(tmp_path: Path) -> None:
