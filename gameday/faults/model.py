@@ -13,8 +13,8 @@ A conftest or plugin adds a fault without touching gameday::
     from gameday.faults import FAULTS, Fault
     from gameday.targets.local.faults import LOCAL_ACTIONS, Readyz, region_agent
 
-    FAULTS.register(Fault(name="agent_unready", needs_region=True,
-                          description="the region agent's /readyz fails until reverted"))
+    FAULTS.add(Fault(name="agent_unready", needs_region=True,
+                     description="the region agent's /readyz fails until reverted"))
     LOCAL_ACTIONS.register("agent_unready", Readyz(region_agent))
 
 and a suite then says ``drill.fault("agent_unready", region)`` as for a built-in one.
