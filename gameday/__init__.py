@@ -20,8 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
-"""The one source of the version (``pyproject.toml`` reads it; ``gameday --version`` prints it)."""
+from gameday.version import __version__
 
 _EXPORTS: dict[str, str] = {
     # the drill

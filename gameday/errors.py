@@ -25,11 +25,31 @@ what was expected, what was seen, where and when.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from gameday.drill_lock import Holder
-    from gameday.timeline import Casualty
+
+class Casualty(Protocol):
+    """What :class:`ComponentDied` and :class:`LoadCollapsed` carry (the watcher's
+    :class:`gameday.timeline.Casualty`): named here by shape, so this bottom module imports
+    nothing of the layers above it."""
+
+    @property
+    def name(self) -> str:
+        """The component (``proxy-b``, ``nats``, ``locust``)."""
+
+    @property
+    def message(self) -> str:
+        """The whole sentence: what, which pid, when, what was reverted."""
+
+
+class Holder(Protocol):
+    """Who holds a drill lock (:class:`gameday.drill_lock.Holder`), by shape."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def describe(self) -> str:
+        """``pid 4242 (worker gw1, test suites/x.py::test_y) since 14:03:07``."""
 
 
 class GamedayError(Exception):

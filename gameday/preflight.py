@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gameday.errors import DrillRefused
-from gameday.interfaces import RegionInfo
+from gameday.parts import RegionInfo
 from gameday.topology import Timing
 
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gameday import __version__
 from gameday.errors import ConfigError
 from gameday.resources import clusters_dir
+from gameday.version import __version__
 
 CI_CHOICES = ("github",)
 

@@ -20,7 +20,7 @@ import pytest
 from gameday.conformance import dnssample, promtext
 from gameday.conformance.wait import wait_until
 from gameday.fedapp.wire import ROUTE_VERSION, SERVED_BY
-from gameday.interfaces import Endpoints, RegionInfo
+from gameday.parts import Endpoints, RegionInfo
 
 Json = dict[str, Any]
 #: Answers sampled to judge which regions a GSLB without a status endpoint answers with: with

@@ -15,7 +15,7 @@ from types import TracebackType
 
 import httpx
 
-from gameday.interfaces import Endpoints
+from gameday.parts import Endpoints
 from gameday.timeline import RequestRec
 
 

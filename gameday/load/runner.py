@@ -24,8 +24,8 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
-from gameday.interfaces import LOAD_ROLE, ComponentState, Endpoints
 from gameday.interrupts import INTERRUPTS
+from gameday.parts import LOAD_ROLE, ComponentState, Endpoints
 from gameday.ports import free_port, release
 from gameday.procs import ProcRegistry, spawn
 from gameday.timeline import RequestRec

@@ -25,8 +25,8 @@ from typing import Any
 import aiohttp
 
 from gameday.errors import GamedayError, TransientError
-from gameday.interfaces import ComponentState, RegionInfo
 from gameday.observers.sources import AlarmSource, Closeable, EntryNodeSource, Sources, fetch
+from gameday.parts import ComponentState, RegionInfo
 from gameday.timeline import (
     AlarmObs,
     ComponentObs,

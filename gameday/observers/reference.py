@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gameday.interfaces import Endpoints
 from gameday.observers.sources import (
     AlarmSource,
     HttpJsonNode,
@@ -21,6 +20,7 @@ from gameday.observers.sources import (
     Sources,
     UdpDns,
 )
+from gameday.parts import Endpoints
 
 DNS_SAMPLES = 16
 """GSLB queries per read: its answers are weighted single addresses, so a 20 % region needs

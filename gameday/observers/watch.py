@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
-from gameday.interfaces import LOAD_ROLE
+from gameday.parts import LOAD_ROLE
 from gameday.timeline import Casualty, ComponentObs, NodeObs, Timeline
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gameday.reports.history import HistoryRow
+from gameday.version import __version__
 
 
 def context(settings: Any, profile: Any) -> dict[str, str]:
@@ -32,8 +33,6 @@ def environment(settings: Any, profile: Any, regions: list[str],
                 software: Mapping[str, str] | None = None) -> dict[str, str]:
     """environment.properties: what a reviewer needs to know the run was what they think.
     *software*: what the target said its federation runs (:class:`gameday.HasSoftware`)."""
-    from gameday import __version__  # noqa: PLC0415  (the package root imports this layer)
-
     ctx = context(settings, profile)
     return {"target": ctx["target"], "topology": ctx["topology"], "regions": ", ".join(regions),
             "seed": str(settings.seed), "rounds": str(settings.rounds), "gameday": __version__,

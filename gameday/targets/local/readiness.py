@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
 
 import dns.exception
 import dns.message
@@ -12,9 +14,34 @@ import dns.rdatatype
 import httpx
 
 from gameday.errors import ComponentFailed
+from gameday.fedapp.spec import FederationSpec
 
-if TYPE_CHECKING:
-    from gameday.targets.local.federation import LocalFederation
+
+class _Process(Protocol):
+    """One component as the federation records it (its ``Component``), by shape."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def region(self) -> str | None: ...
+    @property
+    def pid(self) -> int | None: ...
+
+
+class LocalFederation(Protocol):
+    """What readiness reads of a running local federation
+    (:class:`gameday.targets.local.federation.LocalFederation`, which calls in here: named by
+    shape so that the two modules do not import each other)."""
+
+    spec: FederationSpec
+    logdir: Path
+
+    @property
+    def components(self) -> Mapping[str, _Process]: ...
+    def is_running(self, name: str) -> bool: ...
+    def get_json(self, name: str, path: str = "/status", timeout: float = 1.0) -> dict[str, Any]: ...
+    def entry_nodes(self) -> list[str]: ...
+    def regional_control_planes(self) -> dict[str, str]: ...
 
 
 def query_gslb(fed: LocalFederation, timeout: float = 0.5) -> list[str]:
