@@ -24,15 +24,27 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import httpx
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from gameday.errors import ConfigError
 from gameday.faults.catalogue import CATALOGUE
+from gameday.observers.kinds import LENIENT, NonEmpty, Role, SourceChoice, StrictModel, choose, http_url
 from gameday.topology import (
     _LABEL,
     _ZONE,
@@ -57,30 +69,8 @@ _FAULT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _DNS_NAME_LABEL = re.compile(r"^[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
 _HEADER = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")  # an HTTP token (RFC 9110)
 
-NonEmpty = Annotated[str, Field(min_length=1, max_length=4096)]
-
-
-class _Model(BaseModel):
-    # As in the topology: NaN passes no comparison, so it would slip past every bound.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-def _http_url(v: str) -> str:
-    try:
-        url = httpx.URL(v)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise ValueError(f"got {shown(v)}, expected an http:// or https:// URL ({exc})") from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError(f"got {shown(v)}, expected an http:// or https:// URL with a host")
-    return v
-
-
-HttpUrl = Annotated[str, AfterValidator(_http_url)]
-"""An http(s) URL with a host, kept as written (pydantic's own URL type would normalise it)."""
-
-
 # -- commands and faults ---------------------------------------------------------------------------
-class Command(_Model):
+class Command(StrictModel):
     """One command of a fault: run without a shell (``argv``) unless ``shell: true`` asks for one."""
 
     argv: list[NonEmpty] | None = Field(None, min_length=1, max_length=1000)
@@ -112,7 +102,7 @@ class Command(_Model):
         return self
 
 
-class FaultSpec(_Model):
+class FaultSpec(StrictModel):
     """A fault as two commands: the injection and its exact inverse.
 
     The revert must be idempotent (safe to run when the fault is not in effect): it runs
@@ -166,7 +156,7 @@ K8sNamespace = Annotated[str, _k8s(_K8S_LABEL, "a Kubernetes namespace (DNS-1123
 K8sName = Annotated[str, _k8s(_K8S_NAME, "a Kubernetes object name (DNS-1123 subdomain: [a-z0-9.-], <= 253)")]
 
 
-class ScaleToZero(_Model):
+class ScaleToZero(StrictModel):
     """Scale a workload to 0 replicas; the revert scales it back to the count read just before."""
 
     kind: Literal["Deployment", "StatefulSet"] = "Deployment"
@@ -174,14 +164,14 @@ class ScaleToZero(_Model):
     name: K8sName
 
 
-class IsolateNamespace(_Model):
+class IsolateNamespace(StrictModel):
     """A NetworkPolicy selecting every pod of the namespace with no rule: all traffic into and out
     of it is dropped (the CNI must enforce NetworkPolicies); the revert deletes the policy."""
 
     namespace: K8sNamespace
 
 
-class PatchSelector(_Model):
+class PatchSelector(StrictModel):
     """Point a Service at other pods (e.g. none: a selector no pod has); the revert puts back
     exactly the selector read just before."""
 
@@ -201,7 +191,7 @@ class PatchSelector(_Model):
         return v
 
 
-class KubernetesFault(_Model):
+class KubernetesFault(StrictModel):
     """One fault as a Kubernetes operation with an exact inverse: exactly one of the three."""
 
     cluster: str | None = None
@@ -230,7 +220,7 @@ class KubernetesFault(_Model):
         return a
 
 
-class KubernetesSpec(_Model):
+class KubernetesSpec(StrictModel):
     """The federation's clusters and its faults as Kubernetes operations, for ``--gameday-target``
     ``kube`` or ``kind`` with a profile (the ``external`` target ignores this section)."""
 
@@ -252,116 +242,55 @@ class KubernetesSpec(_Model):
 
 
 # -- observation sources ---------------------------------------------------------------------------
-class HttpJsonNodeSpec(_Model):
-    """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided."""
-
-    url: HttpUrl
-    version: str | None = "version"
-    """Path of the route version it routes by (an integer)."""
-    routable: str | None = "routable_regions"
-    """Path of the list of region names it routes to."""
-    stale: str | None = "stale"
-    """Path of its stale-snapshot flag (a boolean)."""
+# Each source is ``{kind: fields}``, its kind looked up in gameday.observers.kinds.SOURCE_KINDS
+# (the built-ins there: http_json, prometheus, metrics, log, command; a conftest or plugin adds more).
+def _choice(role: Role) -> Callable[[Any, ValidationInfo], SourceChoice]:
+    def validate(value: Any, info: ValidationInfo) -> SourceChoice:
+        if isinstance(value, SourceChoice):
+            return value
+        return choose(role, value, lenient=bool((info.context or {}).get(LENIENT)))
+    return validate
 
 
-class EntryNode(_Model):
-    """One entry node (gateway, proxy) of a region."""
+def _dump_choice(choice: SourceChoice) -> dict[str, Any]:
+    return choice.dump()
+
+
+VersionChoice = Annotated[SourceChoice, PlainValidator(_choice("version")), PlainSerializer(_dump_choice)]
+AlarmChoice = Annotated[SourceChoice, PlainValidator(_choice("alarms")), PlainSerializer(_dump_choice)]
+NodeChoice = Annotated[SourceChoice, PlainValidator(_choice("entry_node")), PlainSerializer(_dump_choice)]
+
+
+class EntryNode(StrictModel):
+    """One entry node (gateway, proxy) of a region: its name and how it is read
+    (``{name: gateway-a, http_json: {url: ...}}``: exactly one source kind beside the name)."""
 
     name: str = Field(min_length=1, max_length=63)
     """The name figures and messages use, e.g. ``gateway-a``."""
-    http_json: HttpJsonNodeSpec
+    source: NodeChoice
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_beside_name(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or "source" in data:
+            return data
+        rest = {k: v for k, v in data.items() if k != "name"}
+        return {"name": data.get("name"),
+                "source": choose("entry_node", rest, lenient=bool((info.context or {}).get(LENIENT)))}
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        return {"name": out["name"], **self.source.dump()}
 
 
-class HttpJsonVersionSpec(_Model):
-    url: HttpUrl
-    field: str = "version"
-
-
-class PrometheusSpec(_Model):
-    url: HttpUrl
-    """The Prometheus server (``/api/v1/query`` is added)."""
-    query: NonEmpty
-    """PromQL whose value is the version."""
-
-
-class MetricsSpec(_Model):
-    url: HttpUrl
-    """A ``/metrics`` text endpoint."""
-    metric: NonEmpty
-    labels: dict[str, str] = Field(default_factory=dict)
-
-
-class VersionSpec(_Model):
-    """Exactly one way to read the control plane's version."""
-
-    http_json: HttpJsonVersionSpec | None = None
-    prometheus: PrometheusSpec | None = None
-    metrics: MetricsSpec | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> VersionSpec:
-        given = [k for k in ("http_json", "prometheus", "metrics") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError(f"got {given or 'none'}, expected exactly one of http_json, prometheus, metrics")
-        return self
-
-
-class ControlPlaneSpec(_Model):
-    version: VersionSpec
-
-
-class _Matcher(_Model):
-    node: str = Field(min_length=1, max_length=63)
-    """The node whose alarms these are (a ``node`` named group in *regex* overrides it)."""
-    regex: str | None = None
-    """A line matching it raises the alarm."""
-    clear_regex: str | None = None
-    """A line matching it clears the alarm."""
-    json_event_field: str | None = None
-    """Or: JSON lines whose field (dotted path) is ``stale_snapshot`` / ``stale_snapshot_cleared``."""
-    time_field: str | None = None
-    """JSON lines: the field holding the line's CLOCK_MONOTONIC stamp, if they carry one."""
-    detail_field: str | None = None
-
-    @model_validator(mode="after")
-    def _one_matcher(self) -> _Matcher:
-        if (self.regex is None) == (self.json_event_field is None):
-            raise ValueError("regex: give exactly one of regex or json_event_field")
-        for name in ("regex", "clear_regex"):
-            pattern = getattr(self, name)
-            if pattern is not None:
-                try:
-                    re.compile(pattern)
-                except re.error as exc:
-                    raise ValueError(f"{name}: got {shown(pattern)}, expected a regular expression ({exc})") from exc
-        return self
-
-
-class LogAlarmSpec(_Matcher):
-    path: NonEmpty
-    """The log file (relative: to the profile's directory)."""
-
-
-class CommandAlarmSpec(_Matcher):
-    argv: list[NonEmpty] = Field(min_length=1)
-    """A command whose output lines are matched (e.g. ``journalctl -f -o cat -u proxy``)."""
-
-
-class AlarmSpec(_Model):
-    """Exactly one of ``log`` or ``command``."""
-
-    log: LogAlarmSpec | None = None
-    command: CommandAlarmSpec | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> AlarmSpec:
-        if (self.log is None) == (self.command is None):
-            raise ValueError(f"got {'both' if self.log else 'neither'}, expected exactly one of log or command")
-        return self
+class ControlPlaneSpec(StrictModel):
+    version: VersionChoice
+    """Exactly one source kind: ``http_json``, ``prometheus``, ``metrics``, or one a plugin adds."""
 
 
 # -- the service and its regions ------------------------------------------------------------------
-class DnsServer(_Model):
+class DnsServer(StrictModel):
     server: str
     """The DNS server clients ask (an IP address)."""
     port: int = Field(53, ge=1, le=65535, strict=True)
@@ -376,7 +305,7 @@ class DnsServer(_Model):
         return v
 
 
-class LoadTarget(_Model):
+class LoadTarget(StrictModel):
     """How a client reaches a gateway: ``scheme://<address DNS answered>:port/path`` with ``Host: host``."""
 
     scheme: Literal["http", "https"] = "http"
@@ -393,7 +322,7 @@ class LoadTarget(_Model):
         return v
 
 
-class Service(_Model):
+class Service(StrictModel):
     fqdn: str
     """The name clients resolve, e.g. ``app.example.test.`` (a trailing dot is added)."""
     dns: DnsServer
@@ -418,7 +347,7 @@ class Service(_Model):
         return v
 
 
-class ProfileRegion(_Model):
+class ProfileRegion(StrictModel):
     """One region of the federation."""
 
     name: str
@@ -454,11 +383,11 @@ class ProfileRegion(_Model):
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
         for u in v:
-            _http_url(u)
+            http_url(u)
         return v
 
 
-class FederationTiming(_Model):
+class FederationTiming(StrictModel):
     """What is known of the federation's failure detection (all optional).
 
     ``probe_interval``, ``probe_timeout`` and ``fall`` together give the detection time
@@ -488,7 +417,7 @@ class FederationTiming(_Model):
         return self
 
 
-class Profile(_Model):
+class Profile(StrictModel):
     """A validated federation profile."""
 
     name: str = Field(min_length=1, max_length=100)
@@ -497,7 +426,7 @@ class Profile(_Model):
                                          description="a failover drill needs a region to fail over to")
     control_plane: ControlPlaneSpec | None = None
     """None: the version verdict is not applicable."""
-    alarms: list[AlarmSpec] = Field(default_factory=list)
+    alarms: list[AlarmChoice] = Field(default_factory=list)
     """Empty: the stale-snapshot alarm verdict is not applicable."""
     faults: FaultTable = Field(default_factory=dict)
     """Region-less faults (``control_plane_down``, ...)."""
@@ -636,23 +565,27 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def parse_profile(data: Any, source: str = "<profile>") -> Profile:
-    """Validate already-parsed YAML/JSON data; raise :class:`ConfigError` naming *source*."""
+def parse_profile(data: Any, source: str = "<profile>", *, lenient: bool = False) -> Profile:
+    """Validate already-parsed YAML/JSON data; raise :class:`ConfigError` naming *source*.
+
+    *lenient*: a source kind not registered in this process is kept as written instead of
+    refused (``gameday restore`` reads a profile for its fault commands only, without the
+    conftest or plugin that registered the kind)."""
     if data is None:
         raise ConfigError(f"{source}: is empty, expected a federation profile (see {EXAMPLE})", source=source)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping at the top level, got {type(data).__name__} {shown(data)}",
                           source=source)
     try:
-        return Profile.model_validate(data)
+        return Profile.model_validate(data, context={LENIENT: lenient})
     except ValidationError as exc:
         first = exc.errors()[0]
         raise ConfigError(format_validation_error(source, exc, root=Profile, example=EXAMPLE), source=source,
                           field=_loc(tuple(first["loc"]))) from exc
 
 
-def load_profile(path: str | Path) -> LoadedProfile:
-    """Load and validate a profile YAML file.
+def load_profile(path: str | Path, *, lenient: bool = False) -> LoadedProfile:
+    """Load and validate a profile YAML file (*lenient*: as :func:`parse_profile`).
 
     Raises:
         ConfigError: the file is missing, unreadable, too large, not UTF-8, not YAML, or a
@@ -660,5 +593,5 @@ def load_profile(path: str | Path) -> LoadedProfile:
     """
     p = Path(path).absolute()
     text = read_text_file(p, "federation profile")
-    profile = parse_profile(load_yaml(text, str(path)), str(path))
+    profile = parse_profile(load_yaml(text, str(path)), str(path), lenient=lenient)
     return LoadedProfile(profile, p, text_sha256(text))

@@ -3,7 +3,8 @@ that guarantees it is put back."""
 
 from gameday.faults.catalogue import CATALOGUE, FAULTS, FaultKind, check_fault
 from gameday.faults.ledger import Ledger, LedgerEntry
-from gameday.faults.model import Action, Fault, FaultCall, FaultTable, Param, Table
+from gameday.faults.model import Action, Fault, FaultCall, FaultTable, Param
+from gameday.tables import Table
 
 __all__ = ["CATALOGUE", "FAULTS", "Action", "Fault", "FaultCall", "FaultKind", "FaultTable", "Ledger",
            "LedgerEntry", "Param", "Table", "check_fault"]

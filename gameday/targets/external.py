@@ -33,17 +33,10 @@ from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetErro
 from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
+from gameday.observers.kinds import BuildContext
 from gameday.observers.sources import (
-    AlarmSource,
-    CommandAlarms,
-    HttpJsonNode,
-    HttpJsonVersion,
-    LogFileAlarms,
-    MetricsVersion,
-    PrometheusVersion,
     Sources,
     UdpDns,
-    VersionSource,
 )
 from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
 from gameday.settings import Settings
@@ -151,7 +144,7 @@ class ExternalTarget:
         path = Path(str(ref.get("profile", "")))
         recorded = ref.get("recorded")
         try:
-            current = load_profile(path)
+            current = load_profile(path, lenient=True)
         except ConfigError as exc:
             current = None
             why = str(exc)
@@ -165,7 +158,7 @@ class ExternalTarget:
         log.warning("%s; using the profile recorded in the ledger at injection, so the revert is exactly the one "
                     "recorded", why)
         try:
-            profile = parse_profile(recorded, f"{path} (as recorded in the ledger)")
+            profile = parse_profile(recorded, f"{path} (as recorded in the ledger)", lenient=True)
         except ConfigError as exc:
             raise TargetError(f"cannot re-attach: {exc}") from exc
         return cls(LoadedProfile(profile, path.absolute(), str(ref.get("sha256", ""))))
@@ -208,13 +201,13 @@ class ExternalTarget:
 
     def endpoints(self) -> Endpoints:
         p = self.profile
-        cp = p.control_plane.version.http_json if p.control_plane is not None else None
         return Endpoints(
             dns_server=(p.service.dns.server, p.service.dns.port),
             fqdn=p.service.fqdn,
             gateway_port=p.service.load.port,
-            entry_nodes={n.name: n.http_json.url for r in p.regions for n in r.entry_nodes},
-            control_plane=cp.url if cp is not None else None,
+            entry_nodes={n.name: url for r in p.regions for n in r.entry_nodes
+                         if (url := n.source.status_url) is not None},
+            control_plane=p.control_plane.version.status_url if p.control_plane is not None else None,
             utilisation={r.name: list(r.utilisation) for r in p.regions if r.utilisation},
             client=ClientRoute(scheme=p.service.load.scheme, path=p.service.load.path, host_header=p.host_header,
                                served_by_header=p.service.served_by_header),
@@ -224,32 +217,13 @@ class ExternalTarget:
     def sources(self) -> Sources:
         """The observer's sources, exactly as the profile names them."""
         p = self.profile
-        nodes = tuple(HttpJsonNode(name=n.name, region=r.name, url=n.http_json.url, version=n.http_json.version,
-                                   routable=n.http_json.routable, stale=n.http_json.stale)
+        base = self.loaded.base_dir
+        nodes = tuple(n.source.build(BuildContext(base, node=n.name, region=r.name))
                       for r in p.regions for n in r.entry_nodes)
         dns_source = UdpDns(server=p.service.dns.server, port=p.service.dns.port, fqdn=p.service.fqdn)
-        version: VersionSource | None = None
-        if p.control_plane is not None:
-            v = p.control_plane.version
-            if v.http_json is not None:
-                version = HttpJsonVersion(url=v.http_json.url, field=v.http_json.field)
-            elif v.prometheus is not None:
-                version = PrometheusVersion(url=v.prometheus.url, query=v.prometheus.query)
-            elif v.metrics is not None:
-                version = MetricsVersion(url=v.metrics.url, metric=v.metrics.metric, labels=v.metrics.labels)
-        alarms: list[AlarmSource] = []
-        for a in p.alarms:
-            if a.log is not None:
-                m = a.log
-                alarms.append(LogFileAlarms(path=self.loaded.base_dir / m.path, node=m.node, regex=m.regex,
-                                            clear_regex=m.clear_regex, json_event_field=m.json_event_field,
-                                            time_field=m.time_field, detail_field=m.detail_field))
-            elif a.command is not None:
-                c = a.command
-                alarms.append(CommandAlarms(argv=c.argv, node=c.node, regex=c.regex, clear_regex=c.clear_regex,
-                                            json_event_field=c.json_event_field, time_field=c.time_field,
-                                            detail_field=c.detail_field))
-        return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=tuple(alarms),
+        version = p.control_plane.version.build(BuildContext(base)) if p.control_plane is not None else None
+        alarms = tuple(a.build(BuildContext(base)) for a in p.alarms)
+        return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=alarms,
                        utilisation={r.name: tuple(r.utilisation) for r in p.regions if r.utilisation})
 
     @property

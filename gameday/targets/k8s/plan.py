@@ -31,7 +31,8 @@ from typing import Any, Protocol
 
 from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import FAULTS
-from gameday.faults.model import FaultCall, Table
+from gameday.faults.model import FaultCall
+from gameday.tables import Table
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.topology import GLOBAL_CLUSTER, Topology

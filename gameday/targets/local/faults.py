@@ -22,7 +22,8 @@ from typing import Any
 import httpx
 
 from gameday.errors import FaultError
-from gameday.faults.model import Action, FaultCall, Table
+from gameday.faults.model import Action, FaultCall
+from gameday.tables import Table
 from gameday.targets.local.federation import LocalFederation
 
 LocalAction = Action[LocalFederation]
