@@ -463,7 +463,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     if state.history is None:
         state.history = load_history(history_path(state.settings))
     if res.removes_region and res.switchover_observed:
-        check = check_regression(state.history, value, test=base, fault=res.fault.kind)
+        check = check_regression(state.history, value, test=base, fault=res.fault.kind, aborted=res.fault.aborted)
         summary["regression"] = {"status": check.status, "message": check.message, "flag": check.flag}
         fail = check.status == "regression" and state.settings.fail_on_regression
         if allure_attach.allure_active(config):

@@ -15,6 +15,7 @@ from gameday.timeline import (
     RequestRec,
     Timeline,
     UtilObs,
+    abort_reason,
 )
 from gameday.verdicts.capacity import dynamic_headroom, static_headroom
 from gameday.verdicts.measure import client_recovery, dns_convergence, switchover, version_check
@@ -171,3 +172,11 @@ def test_an_instance_outage_is_judged_by_its_regional_version_where_there_is_one
     stuck = Timeline(cp=flat_global, regional_cp=[RegionalCpObs(t, "c", 3) for t in (0.0, 2.0, 5.0)])
     assert "regional control-plane version of c did not increase for the fault" in \
         result(True, stuck).versions().detail
+
+
+def test_abort_reason_names_the_signal_or_the_error_and_spares_a_verdict() -> None:
+    assert abort_reason(KeyboardInterrupt("Ctrl-C (SIGINT)")) == "interrupted by Ctrl-C (SIGINT)"
+    assert abort_reason(KeyboardInterrupt()) == "interrupted (KeyboardInterrupt)"
+    assert abort_reason(RuntimeError("first\nsecond")) == "RuntimeError: first"
+    assert abort_reason(OSError()) == "OSError"
+    assert abort_reason(AssertionError("switchover 200 s > 180 s")) is None  # observed: the figures stand

@@ -282,6 +282,8 @@ class TrendRow(Protocol):
     @property
     def passed(self) -> bool: ...
     @property
+    def aborted(self) -> str | None: ...
+    @property
     def switchover_s(self) -> float | None: ...
     @property
     def dns_converge_s(self) -> float | None: ...
@@ -291,7 +293,8 @@ class TrendRow(Protocol):
 
 def trend_png(rows: Sequence[TrendRow]) -> bytes:
     """Switchover, DNS convergence and client recovery across runs, one line per drill
-    (test and fault); failed drills drawn as red crosses."""
+    (test and fault); failed drills drawn as red crosses. Aborted drills (their observation
+    did not complete) are grey rings apart from the line: their figures are in no run's median."""
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(WIDTH_IN, 7.5), layout="constrained")
     runs = list(dict.fromkeys(r.run for r in sorted(rows, key=lambda r: r.time)))
@@ -299,12 +302,14 @@ def trend_png(rows: Sequence[TrendRow]) -> bytes:
     series: dict[tuple[str, str], list[TrendRow]] = defaultdict(list)
     for r in rows:
         series[(r.test.split("::")[-1], r.fault)].append(r)
+    any_aborted = False
     for ax, (attr, label) in zip(axes, (("switchover_s", "switchover s"), ("dns_converge_s", "DNS converge s"),
                                         ("client_recovery_s", "client recovery s")), strict=True):
         for (test, fault), rs in sorted(series.items()):
             per_run: dict[int, list[TrendRow]] = defaultdict(list)
+            aborted = [(index[r.run], getattr(r, attr)) for r in rs if r.aborted and getattr(r, attr) is not None]
             for r in rs:
-                if getattr(r, attr) is not None:
+                if getattr(r, attr) is not None and not r.aborted:
                     per_run[index[r.run]].append(r)
             # One point per run: the median of its rounds; failed when any round failed.
             pts = [(i, statistics.median(getattr(r, attr) for r in group), all(r.passed for r in group))
@@ -313,10 +318,15 @@ def trend_png(rows: Sequence[TrendRow]) -> bytes:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=f"{test} ({fault})")
                 bad = [p for p in pts if not p[2]]
                 ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="#d62728", markersize=9)
+            if aborted:
+                any_aborted = True
+                ax.plot([a[0] for a in aborted], [a[1] for a in aborted], "o", markerfacecolor="none",
+                        markeredgecolor="#7f7f7f", markersize=7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-    axes[0].set_title(f"trend over {len(runs)} runs (red cross: the drill failed)", fontsize=11, loc="left")
+    rings = "; grey ring: aborted, not in the line" if any_aborted else ""
+    axes[0].set_title(f"trend over {len(runs)} runs (red cross: the drill failed{rings})", fontsize=11, loc="left")
     if series:
         axes[0].legend(fontsize=8, loc="upper left")
     step = max(1, len(runs) // 12)

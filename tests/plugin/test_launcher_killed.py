@@ -1,4 +1,5 @@
-"""Killing the local launcher mid-drill (issue 19, item 6).
+"""Killing the local launcher mid-drill (issue 19, item 6), and drills aborted before their
+observation completed, marked in the history (item 7).
 
 The launcher forks every Python component and takes them with it when it dies; the drill
 must name the launcher, not the first of its children the watcher reads, and the run must
@@ -15,6 +16,7 @@ import pytest
 
 from gameday.interfaces import SUPERVISOR_ROLE
 from gameday.observers.watch import InEffect, Watcher
+from gameday.reports.history import load_history
 from gameday.timeline import ComponentObs, Timeline
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
@@ -27,6 +29,16 @@ import time
 import pytest
 
 from gameday.errors import ComponentDied
+
+
+@pytest.mark.gameday
+def test_an_error_in_the_block_aborts_the_drill(drill, load):
+    with pytest.raises(RuntimeError):
+        with drill.fault("gateway_down", "a") as fault:
+            time.sleep(0.5)
+            raise RuntimeError("the runbook step broke\\nsecond line")
+    assert drill.results[0].fault.aborted == "RuntimeError: the runbook step broke"
+    assert drill.ledger.pending() == []
 
 
 @pytest.mark.gameday
@@ -60,10 +72,19 @@ def test_a_killed_launcher_is_named_and_its_socket_removed(pytester: pytest.Pyte
     pytester.makepyfile(test_launcher=KILL_THE_LAUNCHER)
     result = pytester.runpytest_subprocess("-s", "--gameday-seed=3", timeout=300)
     out = result.stdout.str()
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     (sock,) = re.findall(r"SOCKET (\S+)", out)
     # The session's teardown stopped the federation: the killed launcher's socket went with it.
     assert not Path(sock).exists(), f"{sock} left behind"
+    # Both drills were aborted before their observation completed: the history says so (issue 19,
+    # item 7), so neither counts in the trend's line or a later regression verdict.
+    rows = load_history(pytester.path / "reports" / "history.jsonl")
+    assert [r.test.split("::")[-1] for r in rows] == ["test_an_error_in_the_block_aborts_the_drill",
+                                                      "test_the_launcher_killed_mid_drill_is_named"]
+    assert rows[0].aborted == "RuntimeError: the runbook step broke"
+    assert rows[1].aborted is not None and rows[1].aborted.startswith("launcher (pid ")
+    assert not any(r.passed for r in rows)
+    assert "gateway_down (ABORTED)" in out
 
 
 def test_a_dead_supervisor_is_named_before_the_children_that_died_with_it() -> None:
