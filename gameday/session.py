@@ -661,7 +661,7 @@ def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict
     if directory is not None:
         regions = [r.name for r in state.topology.regions] if state.topology is not None else []
         env = reporting.environment(s, state.profile, regions, state.software)
-        allure_attach.write_results_files(directory, env, os.environ)
+        allure_attach.write_results_files(directory, env, os.environ, run=state.run_dir.name)
     regressed = regressions(drills)
     if regressed:
         state.regressed = regressed
