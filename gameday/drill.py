@@ -477,7 +477,7 @@ class Drill:
             action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
             nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
             baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
-            restore_timeout=restore_timeout)
+            restore_timeout=restore_timeout, control_plane=ep.control_plane is not None)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)

@@ -97,7 +97,7 @@ def one_per_second(times: Sequence[float], spacing: float = 1.0) -> list[int]:
 
 
 def probability(p: float) -> str:
-    """A probability as the verdicts print it: ``0.23``, ``4.1e-05``, ``< 1e-300``."""
+    """A probability as the verdicts print it: ``0.23``, ``4.1e-5``, ``0`` (below 1e-300)."""
     if p <= 0.0:
-        return "< 1e-300"
+        return "0"
     return f"{p:.2g}" if p >= 0.01 else f"{p:.2g}".replace("e-0", "e-")
