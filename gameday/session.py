@@ -535,17 +535,36 @@ def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     allure_attach.label_items(config, items)
 
 
+def after_phase(item: pytest.Item) -> None:
+    """When the test's call (or teardown) has run: its drills' plots, raw data and Allure
+    attachments, with the verdicts it asserted folded in.
+
+    Here, in ``pytest_runtest_call``/``pytest_runtest_teardown`` (:mod:`gameday.plugin`), not in
+    ``pytest_runtest_makereport``: drawing takes seconds, and a Ctrl-C arriving then must stop
+    the run as one in the test does. Raised inside makereport it went through allure-pytest's
+    old-style makereport wrapper, which pluggy reports as a PluggyTeardownRaisedWarning."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is None or not item.stash.get(PENDING_KEY, None):
+        return
+    fold_verdicts(item)
+    write_drill_reports(item.config, state, item)
+
+
+def fold_verdicts(item: pytest.Item) -> None:
+    """Put the verdicts each drill of *item* asserted into its summary."""
+    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
+    results: list[DrillResult] = item.stash.get(RESULTS_KEY, [])
+    for summary, res in zip(summaries, results, strict=False):
+        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+
+
 def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
-    """Attach drill figures and conformance rule ids to the report (travels through xdist)."""
+    """Attach drill figures and conformance rule ids to the report (travels through xdist).
+    Cheap bookkeeping only (see :func:`after_phase`)."""
     if report.when == "call":
         judge_not_applicable(item, report)
-        state = item.config.stash.get(STATE_KEY, None)
-        if state is not None:
-            write_drill_reports(item.config, state, item)
     if report.when == "teardown":
         state = item.config.stash.get(STATE_KEY, None)
-        if state is not None and item.stash.get(PENDING_KEY, None):  # a drill run by a fixture's teardown
-            write_drill_reports(item.config, state, item)
         regression = item.stash.get(REGRESSION_KEY, None)
         if regression is not None:
             allure_attach.regression_status(item.config, regression[0], fail=regression[1])
@@ -569,9 +588,7 @@ def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
     and report the test *skipped* (with the reasons) when every verdict it asserted was not
     applicable: a drill with no inputs must not pass."""
     results = item.stash.get(RESULTS_KEY, [])
-    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
-    for summary, res in zip(summaries, results, strict=False):
-        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+    fold_verdicts(item)
     verdicts = [v for res in results for v in res.verdicts]
     na = [v for v in verdicts if v.outcome == "n/a"]
     if report.passed and verdicts and len(na) == len(verdicts):
