@@ -95,6 +95,12 @@ class SessionState:
     """What the target said its federation runs (:class:`HasSoftware`), for the report's
     environment; under xdist each worker sends it once with a test report."""
     software_sent: bool = False
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+    """Every drill summary this process recorded; those no test report carried (the run was
+    interrupted before the test's teardown report) still reach the table and the history,
+    marked aborted."""
+    reported: set[int] = field(default_factory=set)
+    """``id()`` of the summaries a teardown report carried."""
 
     @property
     def ledger(self) -> Ledger:
@@ -453,6 +459,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     out_dir = state.run_dir / "drills" / _safe(node.nodeid)
     summary = res.summary()
     summary["test"] = node.nodeid
+    state.recorded.append(summary)
     if runner is not None and res.fault.t_revert is not None:
         runner.poll()
         achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
@@ -570,6 +577,8 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
             allure_attach.regression_status(item.config, regression[0], fail=regression[1])
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
+            if state is not None:
+                state.reported.add(id(s))
         if state is not None and state.software and not state.software_sent:
             report.user_properties.append(("gameday_software", json.dumps(state.software)))
             state.software_sent = True
@@ -617,6 +626,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
                     entry["test"] = rep.nodeid
                     entry["reason"] = table.one_line_reason(rep)
                     rules.append(entry)
+    drills += unreported_drills(state)
     state.drills = drills
     state.conformance = rules
     if drills:
@@ -639,6 +649,23 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         for line in interruption_summary(state):
             tr.write_line(line)
     write_run_file(tr.config, state)
+
+
+def unreported_drills(state: SessionState) -> list[dict[str, Any]]:
+    """The drills this process recorded that no test report carried: a Ctrl-C or SIGTERM
+    stops pytest before the interrupted test's teardown report. They are still shown and
+    appended to the history, aborted (the reason the drill recorded, else why the run
+    stopped), so the trend and the regression verdict leave them out."""
+    out = []
+    for s in state.recorded:
+        if id(s) in state.reported:
+            continue
+        if not s.get("aborted"):
+            first = state.interrupts.first
+            s["aborted"] = (f"the run was interrupted by {signal_name(first)} before its test ended"
+                            if first is not None else "its test reported no result")
+        out.append(s)
+    return out
 
 
 def regressions(drills: list[dict[str, Any]]) -> list[str]:
