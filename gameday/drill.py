@@ -64,7 +64,7 @@ from gameday.reports import steps as phase_steps
 from gameday.reports.steps import NoSteps, Steps
 from gameday.settings import Settings
 from gameday.targets import registry
-from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline
+from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline, abort_reason
 from gameday.topology import Timing, Topology
 from gameday.verdicts.result import DrillResult
 
@@ -318,6 +318,12 @@ class Drill:
                         self.on_block_end(window)
                     step.params = phase_steps.observe_facts(result)
                     step.title = phase_steps.observe_title(step.params)
+        except BaseException as exc:
+            # A signal or an error before the observation completed: the figures are partial, and
+            # the history must not count them (a verdict's own AssertionError is not an abort).
+            if active is not None and active.window.aborted is None:
+                active.window.aborted = abort_reason(exc)
+            raise
         finally:
             try:
                 if active is not None:
@@ -471,7 +477,7 @@ class Drill:
             action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
             nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
             baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
-            restore_timeout=restore_timeout)
+            restore_timeout=restore_timeout, control_plane=ep.control_plane is not None)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)

@@ -31,12 +31,27 @@ if TYPE_CHECKING:
 
 # The federation's plain data lives in gameday.parts (below the observers and the load that
 # read it); re-exported here, the seam's home.
-from gameday.parts import LOAD_ROLE, ClientRoute, ComponentState, Endpoints, RegionInfo
+from gameday.parts import LOAD_ROLE, SUPERVISOR_ROLE, ClientRoute, ComponentState, Endpoints, RegionInfo
 
 __all__ = [
-    "CAPABILITIES", "LOAD_ROLE", "ClientRoute", "ComponentState", "Endpoints", "FaultPlanner", "HasAlarmLines",
-    "HasFaults", "HasManifests", "HasSoftware", "Liveness", "Reconcilable", "RegionInfo", "Releasable",
-    "SharedFederation", "Target", "liveness_of",
+    "CAPABILITIES",
+    "LOAD_ROLE",
+    "SUPERVISOR_ROLE",
+    "ClientRoute",
+    "ComponentState",
+    "Endpoints",
+    "FaultPlanner",
+    "HasAlarmLines",
+    "HasFaults",
+    "HasManifests",
+    "HasSoftware",
+    "Liveness",
+    "Reconcilable",
+    "RegionInfo",
+    "Releasable",
+    "SharedFederation",
+    "Target",
+    "liveness_of",
 ]
 
 

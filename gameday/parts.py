@@ -15,6 +15,11 @@ from typing import Any
 LOAD_ROLE = "load"
 """The :attr:`ComponentState.role` of a load-generator process (not part of the federation)."""
 
+SUPERVISOR_ROLE = "supervisor"
+"""The :attr:`ComponentState.role` of a process that starts other components (local: the
+launcher that forks them): when it dies, what it started dies with it, so a watcher names it,
+not the first of its children it happens to look at."""
+
 
 @dataclass(frozen=True)
 class RegionInfo:

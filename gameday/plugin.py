@@ -159,6 +159,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gsession.label_items(config, items)  # Allure labels (epic/feature/story, severity, history id)
 
 
+def _then_write_reports(item: pytest.Item) -> Generator[None, object, object]:
+    try:
+        result = yield
+    except KeyboardInterrupt:  # stopping: no seconds of drawing first
+        raise
+    except BaseException:  # a failed test (or a skip/fail outcome): its drills are reported too
+        gsession.after_phase(item)
+        raise
+    gsession.after_phase(item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """After the test body: its drills' plots and attachments (see :func:`gameday.session.after_phase`)."""
+    return (yield from _then_write_reports(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """After the fixtures' teardown: the drills a fixture's teardown ran."""
+    return (yield from _then_write_reports(item))
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

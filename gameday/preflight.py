@@ -71,17 +71,25 @@ def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_lim
 
 def dry_run_plan(*, action: str, seed: int, round_index: int, checks: Sequence[str], nodes: Sequence[str],
                  regions: Sequence[str], baseline: float, ledger: str, inject: str, revert: str,
-                 restore_timeout: float) -> list[str]:
-    """The lines a dry run prints: what passed, then the drill's phases in order."""
+                 restore_timeout: float, control_plane: bool = True) -> list[str]:
+    """The lines a dry run prints: what passed, then the drill's phases in order.
+
+    A part the federation does not declare (no entry nodes, no control plane: a profile may
+    leave them out) is said to be absent, with what stands in for it, never "answers"."""
     everywhere = ", ".join(regions)
+    routes = (f"{', '.join(nodes)} route to {everywhere}" if nodes else
+              f"no entry nodes declared: the GSLB answers {everywhere}")
+    cp = "the control plane answers" if control_plane else "no control plane declared (versions are n/a)"
+    back = (f"every entry node routes to {everywhere} again" if nodes else
+            f"the GSLB answers {everywhere} again (no entry nodes declared)")
     return [
         f"dry run of {action} (seed {seed}, round {round_index + 1}): nothing was injected",
         *(f"  passed: {c}" for c in checks),
         "  passed: the federation is healthy",
-        f"  1. steady state for {baseline:g} s: {', '.join(nodes)} route to {everywhere}; the control plane answers",
+        f"  1. steady state for {baseline:g} s: {routes}; {cp}",
         f"  2. record the fault in the ledger {ledger}",
         f"  3. inject {action}: {inject}",
         "  4. observe (the test's with-block)",
         f"  5. revert (the exact inverse): {revert}; remove the ledger entry",
-        f"  6. wait up to {restore_timeout:g} s until every entry node routes to {everywhere} again",
+        f"  6. wait up to {restore_timeout:g} s until {back}",
     ]

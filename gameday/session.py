@@ -95,6 +95,12 @@ class SessionState:
     """What the target said its federation runs (:class:`HasSoftware`), for the report's
     environment; under xdist each worker sends it once with a test report."""
     software_sent: bool = False
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+    """Every drill summary this process recorded; those no test report carried (the run was
+    interrupted before the test's teardown report) still reach the table and the history,
+    marked aborted."""
+    reported: set[int] = field(default_factory=set)
+    """``id()`` of the summaries a teardown report carried."""
 
     @property
     def ledger(self) -> Ledger:
@@ -453,6 +459,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     out_dir = state.run_dir / "drills" / _safe(node.nodeid)
     summary = res.summary()
     summary["test"] = node.nodeid
+    state.recorded.append(summary)
     if runner is not None and res.fault.t_revert is not None:
         runner.poll()
         achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
@@ -463,7 +470,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     if state.history is None:
         state.history = load_history(history_path(state.settings))
     if res.removes_region and res.switchover_observed:
-        check = check_regression(state.history, value, test=base, fault=res.fault.kind)
+        check = check_regression(state.history, value, test=base, fault=res.fault.kind, aborted=res.fault.aborted)
         summary["regression"] = {"status": check.status, "message": check.message, "flag": check.flag}
         fail = check.status == "regression" and state.settings.fail_on_regression
         if allure_attach.allure_active(config):
@@ -535,22 +542,43 @@ def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     allure_attach.label_items(config, items)
 
 
+def after_phase(item: pytest.Item) -> None:
+    """When the test's call (or teardown) has run: its drills' plots, raw data and Allure
+    attachments, with the verdicts it asserted folded in.
+
+    Here, in ``pytest_runtest_call``/``pytest_runtest_teardown`` (:mod:`gameday.plugin`), not in
+    ``pytest_runtest_makereport``: drawing takes seconds, and a Ctrl-C arriving then must stop
+    the run as one in the test does. Raised inside makereport it went through allure-pytest's
+    old-style makereport wrapper, which pluggy reports as a PluggyTeardownRaisedWarning."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is None or not item.stash.get(PENDING_KEY, None):
+        return
+    fold_verdicts(item)
+    write_drill_reports(item.config, state, item)
+
+
+def fold_verdicts(item: pytest.Item) -> None:
+    """Put the verdicts each drill of *item* asserted into its summary."""
+    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
+    results: list[DrillResult] = item.stash.get(RESULTS_KEY, [])
+    for summary, res in zip(summaries, results, strict=False):
+        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+
+
 def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
-    """Attach drill figures and conformance rule ids to the report (travels through xdist)."""
+    """Attach drill figures and conformance rule ids to the report (travels through xdist).
+    Cheap bookkeeping only (see :func:`after_phase`)."""
     if report.when == "call":
         judge_not_applicable(item, report)
-        state = item.config.stash.get(STATE_KEY, None)
-        if state is not None:
-            write_drill_reports(item.config, state, item)
     if report.when == "teardown":
         state = item.config.stash.get(STATE_KEY, None)
-        if state is not None and item.stash.get(PENDING_KEY, None):  # a drill run by a fixture's teardown
-            write_drill_reports(item.config, state, item)
         regression = item.stash.get(REGRESSION_KEY, None)
         if regression is not None:
             allure_attach.regression_status(item.config, regression[0], fail=regression[1])
         for s in item.stash.get(DRILLS_KEY, []):
             report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
+            if state is not None:
+                state.reported.add(id(s))
         if state is not None and state.software and not state.software_sent:
             report.user_properties.append(("gameday_software", json.dumps(state.software)))
             state.software_sent = True
@@ -569,9 +597,7 @@ def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
     and report the test *skipped* (with the reasons) when every verdict it asserted was not
     applicable: a drill with no inputs must not pass."""
     results = item.stash.get(RESULTS_KEY, [])
-    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
-    for summary, res in zip(summaries, results, strict=False):
-        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+    fold_verdicts(item)
     verdicts = [v for res in results for v in res.verdicts]
     na = [v for v in verdicts if v.outcome == "n/a"]
     if report.passed and verdicts and len(na) == len(verdicts):
@@ -600,6 +626,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
                     entry["test"] = rep.nodeid
                     entry["reason"] = table.one_line_reason(rep)
                     rules.append(entry)
+    drills += unreported_drills(state)
     state.drills = drills
     state.conformance = rules
     if drills:
@@ -622,6 +649,23 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         for line in interruption_summary(state):
             tr.write_line(line)
     write_run_file(tr.config, state)
+
+
+def unreported_drills(state: SessionState) -> list[dict[str, Any]]:
+    """The drills this process recorded that no test report carried: a Ctrl-C or SIGTERM
+    stops pytest before the interrupted test's teardown report. They are still shown and
+    appended to the history, aborted (the reason the drill recorded, else why the run
+    stopped), so the trend and the regression verdict leave them out."""
+    out = []
+    for s in state.recorded:
+        if id(s) in state.reported:
+            continue
+        if not s.get("aborted"):
+            first = state.interrupts.first
+            s["aborted"] = (f"the run was interrupted by {signal_name(first)} before its test ended"
+                            if first is not None else "its test reported no result")
+        out.append(s)
+    return out
 
 
 def regressions(drills: list[dict[str, Any]]) -> list[str]:
@@ -661,7 +705,7 @@ def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict
     if directory is not None:
         regions = [r.name for r in state.topology.regions] if state.topology is not None else []
         env = reporting.environment(s, state.profile, regions, state.software)
-        allure_attach.write_results_files(directory, env, os.environ)
+        allure_attach.write_results_files(directory, env, os.environ, run=state.run_dir.name)
     regressed = regressions(drills)
     if regressed:
         state.regressed = regressed

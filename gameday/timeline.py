@@ -241,7 +241,10 @@ class FaultWindow:
     t_restored: float | None = None
     """When steady state was observed again after the revert."""
     aborted: str | None = None
-    """Why a stop condition reverted the fault early (None: it was not aborted)."""
+    """Why the drill did not complete its observation (None: it did): a stop condition or a
+    casualty reverted the fault early, or its block was left by a signal or an error
+    (:func:`abort_reason`). The history keeps aborted drills out of the trend and the
+    regression verdict."""
     params: dict[str, object] = field(default_factory=dict)
     t_revert_call: float | None = None
     """When the revert call started: the federation may react (a version for the restore)
@@ -250,6 +253,18 @@ class FaultWindow:
     @property
     def injection_uncertainty(self) -> float:
         return self.t_fault - self.t_call
+
+
+def abort_reason(exc: BaseException) -> str | None:
+    """Why a fault block that *exc* left did not complete its observation, for
+    :attr:`FaultWindow.aborted`; None for an ``AssertionError`` (a verdict judged inside the
+    block: the figures were observed and stand)."""
+    if isinstance(exc, AssertionError):
+        return None
+    text = next(iter(str(exc).splitlines()), "").strip()
+    if isinstance(exc, KeyboardInterrupt):  # gameday's signal handler names the signal
+        return f"interrupted by {text}" if text else "interrupted (KeyboardInterrupt)"
+    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
 
 
 @dataclass(frozen=True)

@@ -210,9 +210,25 @@ class Observer:
                 return
             self.tl.add(CpObs(time.monotonic(), v, "broadcast"))
 
+        # nats-py's default error callback logs every failed reconnect with its traceback (three
+        # for a bus killed mid-drill, more the longer it stays down): say it once, in one line.
+        down: list[bool] = [False]
+
+        async def _error(exc: Exception) -> None:
+            if not down[0]:
+                down[0] = True
+                log.warning("the bus at %s went away (%s): the control plane's version is read by polling only "
+                            "until it answers again", url, type(exc).__name__)
+
+        async def _reconnected() -> None:
+            if down[0]:
+                down[0] = False
+                log.info("the bus at %s answers again: the version broadcast is heard again", url)
+
         try:
             nc = await nats.connect(url, connect_timeout=1, max_reconnect_attempts=-1,
-                                    reconnect_time_wait=0.2, allow_reconnect=True)
+                                    reconnect_time_wait=0.2, allow_reconnect=True,
+                                    error_cb=_error, reconnected_cb=_reconnected)
         except Exception as exc:  # noqa: BLE001  (the bus may be down: polling still works)
             log.warning("broadcast subscription unavailable (%s); polling only", exc)
             return None

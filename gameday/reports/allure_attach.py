@@ -11,13 +11,15 @@ imports allure. What it writes:
   test's history;
 - per conformance test: epic/feature/story from its rule id and title;
 - at the end of the session (controller only): ``environment.properties``,
-  ``categories.json`` and, on GitHub Actions, ``executor.json``.
+  ``categories.json`` and ``executor.json`` (the CI that ran it, else host and user).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from html import escape
@@ -302,27 +304,62 @@ def environment_properties(env: Mapping[str, str]) -> str:
     return "".join(f"{esc(k).replace(' ', '_')} = {esc(v)}\n" for k, v in env.items())
 
 
-def executor(environ: Mapping[str, str]) -> dict[str, Any] | None:
-    """Allure's ``executor.json`` from a GitHub Actions environment, else None."""
+def _int(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+def executor(environ: Mapping[str, str], run: str = "") -> dict[str, Any]:
+    """Allure's ``executor.json`` (its Executors panel): which CI ran the run, with the run's and
+    the job's URLs where the environment has them (GitHub Actions ``GITHUB_*``, GitLab
+    ``CI_*``, Jenkins ``JENKINS_URL``/``BUILD_*``, any other CI by ``CI`` and ``CI_*``);
+    elsewhere the host and the user. *run*: the run's id (its run directory's name)."""
     server, repo, run_id = (environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    if not (server and repo and run_id):
-        return None
-    url = f"{server}/{repo}/actions/runs/{run_id}"
-    number = environ.get("GITHUB_RUN_NUMBER", "")
-    return {"name": "GitHub Actions", "type": "github", "url": url, "buildUrl": url,
-            "buildOrder": int(number) if number.isdigit() else None,
-            "buildName": f"{environ.get('GITHUB_WORKFLOW', repo)} #{number or run_id}"}
+    if server and repo and run_id:
+        url = f"{server}/{repo}/actions/runs/{run_id}"
+        number = environ.get("GITHUB_RUN_NUMBER", "")
+        job = f", job {environ['GITHUB_JOB']}" if environ.get("GITHUB_JOB") else ""
+        return {"name": "GitHub Actions", "type": "github", "url": url, "buildUrl": url,
+                "buildOrder": _int(number), "reportName": run,
+                "buildName": f"{environ.get('GITHUB_WORKFLOW', repo)} #{number or run_id}{job}"}
+    if environ.get("GITLAB_CI") and environ.get("CI_PIPELINE_URL"):
+        job = environ.get("CI_JOB_NAME", "")
+        return {"name": "GitLab CI", "type": "gitlab", "url": environ["CI_PIPELINE_URL"],
+                "buildUrl": environ.get("CI_JOB_URL", environ["CI_PIPELINE_URL"]),
+                "buildOrder": _int(environ.get("CI_PIPELINE_IID")),
+                "buildName": f"{environ.get('CI_PROJECT_PATH', 'pipeline')} #{environ.get('CI_PIPELINE_IID', '?')}"
+                             + (f", job {job}" if job else ""), "reportName": run}
+    if environ.get("JENKINS_URL") and environ.get("BUILD_URL"):
+        return {"name": "Jenkins", "type": "jenkins", "url": environ["JENKINS_URL"], "buildUrl": environ["BUILD_URL"],
+                "buildOrder": _int(environ.get("BUILD_NUMBER")),
+                "buildName": f"{environ.get('JOB_NAME', 'job')} #{environ.get('BUILD_NUMBER', '?')}", "reportName": run}
+    if environ.get("CI", "").lower() in ("1", "true", "yes"):
+        url = environ.get("CI_JOB_URL") or environ.get("CI_PIPELINE_URL") or environ.get("CI_BUILD_URL") or ""
+        name = environ.get("CI_NAME") or "CI"
+        out: dict[str, Any] = {"name": name, "type": name.lower().replace(" ", "-"),
+                               "buildName": " ".join(p for p in (environ.get("CI_JOB_NAME", ""), run) if p) or name,
+                               "reportName": run}
+        if url:
+            out["url"] = out["buildUrl"] = url
+        return out
+    user = environ.get("USER") or environ.get("LOGNAME") or _user()
+    host = socket.gethostname()
+    return {"name": f"{user}@{host}", "type": "local", "buildName": run or f"{user}@{host}", "reportName": run}
 
 
-def write_results_files(directory: Path, env: Mapping[str, str], environ: Mapping[str, str]) -> list[Path]:
-    """Write environment.properties, categories.json and (on CI) executor.json into the
-    Allure results *directory*; returns what was written."""
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container's arbitrary uid)
+        return "unknown user"
+
+
+def write_results_files(directory: Path, env: Mapping[str, str], environ: Mapping[str, str],
+                        run: str = "") -> list[Path]:
+    """Write environment.properties, categories.json and executor.json (:func:`executor`) into
+    the Allure results *directory*; returns what was written."""
     directory.mkdir(parents=True, exist_ok=True)
-    written = [directory / "environment.properties", directory / "categories.json"]
+    written = [directory / "environment.properties", directory / "categories.json", directory / "executor.json"]
     written[0].write_text(environment_properties(env), encoding="utf-8")
     written[1].write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
-    ex = executor(environ)
-    if ex is not None:
-        written.append(directory / "executor.json")
-        written[-1].write_text(json.dumps(ex, indent=2), encoding="utf-8")
+    written[2].write_text(json.dumps(executor(environ, run), indent=2), encoding="utf-8")
     return written

@@ -7,7 +7,11 @@ Each line is one :class:`HistoryRow`::
      "test": "suites/gameday/test_gateway_outage.py::test_random_gateway_outage",
      "fault": "gateway_down", "region": "b", "round": 0,
      "switchover_s": 2.31 | null, "dns_converge_s": 5.2 | null, "client_recovery_s": 6.0 | null,
-     "passed": true}
+     "passed": true, "aborted": "interrupted by Ctrl-C (SIGINT)" | null}
+
+``aborted`` says why a drill did not complete its observation (a signal, a casualty, a stop
+condition, an error in its block; absent in lines written before it existed): its figures
+are partial, so the regression verdict's median and the trend's line leave it out.
 
 ``test`` is the node id without its parameters (``[round2]``), so rounds, seeds and regions
 of one drill share a series. :func:`regression` compares a run's switchover with the median
@@ -55,6 +59,8 @@ class HistoryRow:
     client_recovery_s: float | None
     passed: bool
     """Every verdict the test asserted on this drill passed (and the test did not fail)."""
+    aborted: str | None = None
+    """Why the drill did not complete its observation (None: it did); see the module doc."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,9 +85,12 @@ class HistoryRow:
             # bool is an int in Python: a seed of `true` is not a seed.
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 raise ValueError(f"field {name!r} must be {' or '.join(t.__name__ for t in types)} (got {value!r})")
+        aborted = data.get("aborted")  # optional: lines written before it existed lack it
+        if aborted is not None and not isinstance(aborted, str):
+            raise ValueError(f"field 'aborted' must be str or NoneType (got {aborted!r})")
         values: dict[str, Any] = {k: (float(v) if k.endswith("_s") and v is not None else v)
                                   for k, v in data.items() if k in kinds}
-        return cls(**values)
+        return cls(**values, aborted=aborted)
 
 
 def append_history(path: Path, rows: list[HistoryRow]) -> None:
@@ -137,22 +146,26 @@ def _series(previous_rows: list[HistoryRow], test: str | None, fault: str | None
         raise ValueError(f"regression: previous rows of {len(keys)} different test/fault pairs; pass test= and "
                          f"fault= (or rows of one drill): {sorted(keys)[:3]}")
     # One figure per run (the median of its rounds): a run of ten rounds is one run, not ten.
+    # An aborted drill's switchover is not a figure of the federation: left out.
     by_run: dict[str, list[float]] = {}
     for r in rows:
-        if r.switchover_s is not None:
+        if r.switchover_s is not None and r.aborted is None:
             by_run.setdefault(r.run, []).append(r.switchover_s)
     return [statistics.median(v) for v in by_run.values()]
 
 
 def check_regression(previous_rows: list[HistoryRow], current_switchover_s: float | None, *,
-                     test: str | None = None, fault: str | None = None) -> RegressionCheck:
+                     test: str | None = None, fault: str | None = None,
+                     aborted: str | None = None) -> RegressionCheck:
     """Compare *current_switchover_s* with the median of the previous runs' switchovers.
 
     Args:
         previous_rows: earlier rows of this drill; or of any, with *test* and *fault* to pick.
         current_switchover_s: this run's switchover, seconds (None: not measured).
+        aborted: why this drill did not complete its observation (no verdict then).
 
-    Each previous run counts once (the median of its rounds). A regression is strictly
+    Each previous run counts once (the median of its rounds); aborted drills do not count. A
+    regression is strictly
     more than 50 % above the median of at least 3 previous runs
     (exactly 1.5 x the median is not one). With fewer runs, or no switchover measured, the
     status is "no verdict" and the message says why: no history is said, never assumed fine.
@@ -161,6 +174,9 @@ def check_regression(previous_rows: list[HistoryRow], current_switchover_s: floa
         ValueError: *previous_rows* mix drills and *test*/*fault* do not pick one.
     """
     values = _series(previous_rows, test, fault)
+    if aborted is not None:
+        return RegressionCheck("no verdict", f"no regression verdict: the drill was aborted ({aborted})",
+                               "aborted", previous=len(values))
     if current_switchover_s is None:
         return RegressionCheck("no verdict", "no regression verdict: no switchover measured in this run",
                                "no switchover", previous=len(values))

@@ -164,10 +164,29 @@ def _colour(regions: list[str], region: str) -> str:
     return REGION_COLOURS[regions.index(region) % len(REGION_COLOURS)] if region in regions else "#7f7f7f"
 
 
+def not_observed(series: TimelineSeries) -> dict[str, str]:
+    """Panel -> what it says when nothing was observed for it (no source, or no reading):
+    ``served``, ``errors``, ``dns``, ``lanes``. A blank panel would look like zero."""
+    out: dict[str, str] = {}
+    if all(e is None for e in series.error_ratio):
+        out["served"] = out["errors"] = "not observed: no client requests recorded (no load generator)"
+    if all(v is None for r in series.regions for v in series.dns_share[r]):
+        out["dns"] = "not observed: no DNS answers recorded"
+    if not series.lanes:
+        out["lanes"] = "not observed: no entry-node source"
+    return out
+
+
 def timeline_png(series: TimelineSeries) -> bytes:
     """The drill timeline as a PNG: served req/s per region (stacked), the client error
     ratio, the GSLB's answer share per region, one lane per entry node (its route version;
     red while it still routes to the failed region), stale alarms, and the phase markers."""
+    return _png(timeline_figure(series))
+
+
+def timeline_figure(series: TimelineSeries) -> Any:
+    """The figure :func:`timeline_png` draws (a ``matplotlib.figure.Figure``). Legends sit
+    outside the panels, never over the data; a panel with nothing observed says so."""
     plt = _pyplot()
     lanes = series.lanes
     heights = [3.0, 1.4, 1.6, max(1.2, 0.32 * len(lanes))]
@@ -180,7 +199,9 @@ def timeline_png(series: TimelineSeries) -> bytes:
         ax_served.stackplot(x, [series.served[r] for r in series.regions], labels=series.regions, colors=colours,
                             step="mid", alpha=0.85)
     ax_served.set_ylabel("served req/s")
-    ax_served.legend(loc="upper left", title="served by", fontsize=8, title_fontsize=8, ncols=len(series.regions))
+    # Right of the panel, not over it: the stacked areas reach the panel's top-left corner.
+    ax_served.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, title="served by",
+                     fontsize=8, title_fontsize=8)
     fig.suptitle(series.title, fontsize=11, x=0.01, ha="left")
     err = [float("nan") if e is None else 100 * e for e in series.error_ratio]
     ax_err.fill_between(x, err, step="mid", color="#d62728", alpha=0.6)
@@ -240,10 +261,15 @@ def timeline_png(series: TimelineSeries) -> bytes:
     # The markers' legend below the panels: instants close together (switchover and DNS
     # convergence often are) stay readable, which labels on the lines would not.
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    panels = {"served": ax_served, "errors": ax_err, "dns": ax_dns, "lanes": ax_lanes}
+    for name, text in not_observed(series).items():
+        panels[name].text(0.5, 0.5, text, transform=panels[name].transAxes, ha="center", va="center",
+                          fontsize=9, color="#555555", zorder=10,
+                          bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9})
     for ax in axes:
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
-    return _png(fig)
+    return fig
 
 
 def rounds_png(title: str, switchovers: list[float], limit: float | None = None) -> bytes:
@@ -282,6 +308,8 @@ class TrendRow(Protocol):
     @property
     def passed(self) -> bool: ...
     @property
+    def aborted(self) -> str | None: ...
+    @property
     def switchover_s(self) -> float | None: ...
     @property
     def dns_converge_s(self) -> float | None: ...
@@ -291,7 +319,8 @@ class TrendRow(Protocol):
 
 def trend_png(rows: Sequence[TrendRow]) -> bytes:
     """Switchover, DNS convergence and client recovery across runs, one line per drill
-    (test and fault); failed drills drawn as red crosses."""
+    (test and fault); failed drills drawn as red crosses. Aborted drills (their observation
+    did not complete) are grey rings apart from the line: their figures are in no run's median."""
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(WIDTH_IN, 7.5), layout="constrained")
     runs = list(dict.fromkeys(r.run for r in sorted(rows, key=lambda r: r.time)))
@@ -299,12 +328,14 @@ def trend_png(rows: Sequence[TrendRow]) -> bytes:
     series: dict[tuple[str, str], list[TrendRow]] = defaultdict(list)
     for r in rows:
         series[(r.test.split("::")[-1], r.fault)].append(r)
+    any_aborted = False
     for ax, (attr, label) in zip(axes, (("switchover_s", "switchover s"), ("dns_converge_s", "DNS converge s"),
                                         ("client_recovery_s", "client recovery s")), strict=True):
         for (test, fault), rs in sorted(series.items()):
             per_run: dict[int, list[TrendRow]] = defaultdict(list)
+            aborted = [(index[r.run], getattr(r, attr)) for r in rs if r.aborted and getattr(r, attr) is not None]
             for r in rs:
-                if getattr(r, attr) is not None:
+                if getattr(r, attr) is not None and not r.aborted:
                     per_run[index[r.run]].append(r)
             # One point per run: the median of its rounds; failed when any round failed.
             pts = [(i, statistics.median(getattr(r, attr) for r in group), all(r.passed for r in group))
@@ -313,10 +344,15 @@ def trend_png(rows: Sequence[TrendRow]) -> bytes:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=4, label=f"{test} ({fault})")
                 bad = [p for p in pts if not p[2]]
                 ax.plot([p[0] for p in bad], [p[1] for p in bad], "x", color="#d62728", markersize=9)
+            if aborted:
+                any_aborted = True
+                ax.plot([a[0] for a in aborted], [a[1] for a in aborted], "o", markerfacecolor="none",
+                        markeredgecolor="#7f7f7f", markersize=7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
         ax.set_ylim(bottom=0)
-    axes[0].set_title(f"trend over {len(runs)} runs (red cross: the drill failed)", fontsize=11, loc="left")
+    rings = "; grey ring: aborted, not in the line" if any_aborted else ""
+    axes[0].set_title(f"trend over {len(runs)} runs (red cross: the drill failed{rings})", fontsize=11, loc="left")
     if series:
         axes[0].legend(fontsize=8, loc="upper left")
     step = max(1, len(runs) // 12)

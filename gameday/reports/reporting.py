@@ -79,5 +79,6 @@ def history_rows(drills: list[dict[str, Any]], *, run: str, commit: str | None, 
                                fault=str(d.get("fault")), region=str(d.get("region") or "-"),
                                round=int(d.get("round") or 0), switchover_s=_value(d, "switchover"),
                                dns_converge_s=_value(d, "dns_convergence"),
-                               client_recovery_s=_value(d, "client_recovery"), passed=passed))
+                               client_recovery_s=_value(d, "client_recovery"), passed=passed,
+                               aborted=str(d["aborted"]) if d.get("aborted") else None))
     return rows

@@ -7,7 +7,8 @@ One JSON object per line, one per drill of a run::
 
     {"time": ISO-8601 UTC, "run": run id, "commit": sha|null, "target", "topology", "seed": int,
      "test": stable test id, "fault", "region", "round": int, "switchover_s": float|null,
-     "dns_converge_s": float|null, "client_recovery_s": float|null, "passed": bool}
+     "dns_converge_s": float|null, "client_recovery_s": float|null, "passed": bool,
+     "aborted": why the drill did not complete its observation | null (absent in older lines)}
 
 (The drill appends the lines; this module only reads them.)
 """
@@ -42,6 +43,8 @@ class HistoryRow:
     dns_converge_s: float | None
     client_recovery_s: float | None
     passed: bool
+    aborted: str | None = None
+    """Why the drill did not complete its observation: drawn apart, out of the trend's line."""
 
     def figure(self, key: str) -> float | None:
         value: float | None = getattr(self, key)
@@ -86,7 +89,11 @@ def read_history(path: Path) -> list[HistoryRow]:
         seed, rnd = obj.get("seed"), obj.get("round", 0)
         if not isinstance(rnd, int) or (seed is not None and not isinstance(seed, int)):
             raise ReportError(f"{where}: fields 'seed'/'round' are {seed!r:.30}/{rnd!r:.30}, expected integers")
-        rows.append(HistoryRow(time=when, run=str(obj.get("run") or ""), commit=obj.get("commit"),
+        aborted = obj.get("aborted")
+        if aborted is not None and not isinstance(aborted, str):
+            raise ReportError(f"{where}: field 'aborted' is {aborted!r:.60}, expected why the drill was aborted "
+                              "(a string) or null")
+        rows.append(HistoryRow(time=when, aborted=aborted, run=str(obj.get("run") or ""), commit=obj.get("commit"),
                                test=obj["test"], fault=str(obj.get("fault") or ""),
                                region=str(obj.get("region") or ""), seed=seed, round=rnd,
                                switchover_s=_seconds(obj, "switchover_s", where),

@@ -33,6 +33,7 @@ from gameday.verdicts.measure import (
     switchover_from_dns,
     version_check,
 )
+from gameday.verdicts.stats import FALSE_FAILURE
 
 if TYPE_CHECKING:
     from gameday.timeline import PollRate
@@ -58,13 +59,19 @@ class Verdict:
     """How precisely it is known (``± 0.10 s``); empty: exact or not a duration."""
     limit: str = ""
     """What it was judged against (``180 s``, ``80 %``, ``0 alarms``)."""
+    false_failure: str = ""
+    """For a statistical verdict, the most probability with which it fails a healthy federation
+    (``0.001``, :mod:`gameday.verdicts.stats`); empty: not statistical."""
 
     def __str__(self) -> str:
         return f"{NA}{self.detail}" if self.outcome == "n/a" else self.outcome
 
     def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "outcome": self.outcome, "detail": self.detail, "figure": self.figure,
-                "resolution": self.resolution, "limit": self.limit}
+        out = {"name": self.name, "outcome": self.outcome, "detail": self.detail, "figure": self.figure,
+               "resolution": self.resolution, "limit": self.limit}
+        if self.false_failure:
+            out["false_failure"] = self.false_failure
+        return out
 
 
 @dataclass
@@ -76,6 +83,7 @@ class _Measured:
     limit: str = ""
     detail: str = ""
     """For a pass: what it was judged on, where part of its input was missing."""
+    false_failure: str = ""
 
     def duration(self, f: Figure, limit: float) -> None:
         self.figure = "not reached" if f.value is None else f"{f.value:.2f} s"
@@ -229,9 +237,9 @@ class DrillResult:
             yield m
         except AssertionError as exc:
             self._record(Verdict(name, "fail", str(exc).splitlines()[0][:300] if str(exc) else "",
-                                 m.figure, m.resolution, m.limit), exc)
+                                 m.figure, m.resolution, m.limit, m.false_failure), exc)
             raise
-        self._record(Verdict(name, "pass", m.detail, m.figure, m.resolution, m.limit), None)
+        self._record(Verdict(name, "pass", m.detail, m.figure, m.resolution, m.limit, m.false_failure), None)
 
     def _record(self, v: Verdict, exc: BaseException | None) -> None:
         self.verdicts.append(v)
@@ -307,6 +315,7 @@ class DrillResult:
         with self._verdict("client_recovery") as m:
             f = self.client_recovery()
             m.duration(f, limit)
+            m.false_failure = f"{FALSE_FAILURE:g}"  # each window's error ratio: a binomial bound
             if f.value is None or f.value > limit:
                 raise AssertionError(f"clients did not recover within {limit:g} s: {f.detail}")
         return f
@@ -425,15 +434,19 @@ class DrillResult:
             peak = self.peak_utilisation()
             m.figure = f"{peak[1]:.0%} peak utilisation ({peak[0]})" if peak else "no utilisation observed"
             m.limit = f"{self.slo.utilisation_limit:.0%}"
+            m.false_failure = f"{FALSE_FAILURE:g}"  # a sign test and a binomial bound (gameday.verdicts.stats)
             capacity = {r: float(c or 0.0) for r, c in self.capacity.items()}
             static = static_headroom(capacity, self.offered, self.margin)
             tl = self.timeline.copy()
             survivors = tuple(r for r in capacity if r not in self.lost)
             unobservable = () if self.utilisation_regions is None else \
                 tuple(r for r in survivors if r not in self.utilisation_regions)
+            # Utilisation is judged once the clients had moved (client recovery), where measured.
+            recovered = self.client_recovery().value if self.removes_region and self.switchover_observed else None
             dyn = dynamic_headroom(tl.util, tl.requests, survivors, start=self.fault.t_fault, end=self._until,
                                    utilisation_limit=self.slo.utilisation_limit,
-                                   overload_ratio=self.slo.error_ratio, unobservable=unobservable)
+                                   overload_ratio=self.slo.error_ratio, unobservable=unobservable,
+                                   steady_from=None if recovered is None else self.fault.t_fault + recovered)
             failed = [c for c in (static, dyn) if not c.passed]
             if failed:
                 raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))

@@ -58,6 +58,16 @@ def test_dry_run_prints_every_command_with_its_inverse_and_runs_none(
     ])
     assert "Traceback" not in out
     assert not list(tmp_path.glob("*.injected")) and not list(tmp_path.glob("*.reverted")), "a dry run runs nothing"
+    assert "; the control plane answers" in out  # this profile declares one
+    # A profile without a control plane: the plan says it is absent, not that it answers.
+    del data["control_plane"]
+    bare = write_profile(tmp_path / "no-cp.yaml", data)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={bare}",
+                                               "--gameday-dry-run", f"--gameday-seed={SEED}", "-rs")
+    result.assert_outcomes(skipped=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "no control plane declared (versions are n/a)" in out, out[-2000:]
+    assert "the control plane answers" not in out
 
 
 def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(

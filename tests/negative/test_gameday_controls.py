@@ -35,6 +35,22 @@ def test_under_provisioned_regions_fail_headroom(broken_run):
     ])
 
 
+def test_a_really_overloaded_surviving_region_fails_headroom_during_the_drill(broken_run):
+    # N-1 holds on paper (without a, b and c have 34 + 40 = 74 req/s for 60 x 1.2 = 72), but
+    # with a out b gets its 30/50 share of 60 req/s, 36 req/s against 34: above 80 % in nearly
+    # every second (and rejecting some). The statistical verdict (sign test over one-second
+    # samples, binomial bound on the 503s) must still fail it; a 20 s recovery window gives it
+    # ~20 samples after the clients moved.
+    regions = [{"name": "a", "weight": 50, "fallback": "b", "instances": 2, "capacity_rps": 40},
+               {"name": "b", "weight": 30, "fallback": "a", "instances": 2, "capacity_rps": 17},
+               {"name": "c", "weight": 20, "fallback": "a", "instances": 2, "capacity_rps": 20}]
+    seed = seed_picking("a", HEADLINE_ID)
+    result = broken_run([HEADLINE], {"regions": regions}, f"--gameday-seed={seed}", "--gameday-recovery-window=20")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: headroom: dynamic_headroom: *(false-failure probability)*"])
+    assert "static_headroom" not in result.stdout.str().split("AssertionError: headroom:")[1].splitlines()[0]
+
+
 def test_a_proxy_that_never_refreshes_fails_no_stale_alarms(broken_run):
     # proxy-b hears the broadcasts but never pulls; the drill takes region b out, so the
     # switchover (judged on the other regions' entry nodes) passes and only the alarm verdict fails.

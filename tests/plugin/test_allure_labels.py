@@ -5,6 +5,7 @@ No federation: the checks here need none."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -59,5 +60,8 @@ def test_conformance_labels_and_the_results_files(pytester: pytest.Pytester, wor
     assert "seed = 11" in env and "target = local" in env
     assert json.loads((pytester.path / "allure" / "categories.json").read_text())[0]["name"].startswith(
         "Infrastructure")
-    assert not (pytester.path / "allure" / "executor.json").exists()  # not on GitHub Actions
+    executor = json.loads((pytester.path / "allure" / "executor.json").read_text())
+    if not os.environ.get("CI"):  # off CI: the run names the host and user that ran it, and the run
+        assert executor["type"] == "local" and "@" in executor["name"], executor
+    assert executor["reportName"] in executor["buildName"] and executor["reportName"], executor  # the run's id
     assert not (pytester.path / "reports" / "history.jsonl").exists()  # no drill, no history

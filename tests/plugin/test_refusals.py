@@ -193,3 +193,19 @@ def test_detection_plus_ttl_must_fit_the_switchover_limit() -> None:
     unknown = r"detection time unknown \(no health-check timing given; counted as 0 s\)"
     with pytest.raises(DrillRefused, match=unknown + r" \+ DNS TTL 60 s = 60 s, above .* 30 s"):
         preflight.check_clients_can_move(None, 60, 30)
+
+
+def test_the_dry_run_says_which_parts_are_absent_instead_of_that_they_answer() -> None:
+    common: dict[str, Any] = {"action": "gateway_down a", "seed": 3, "round_index": 0, "checks": [],
+                              "regions": ["a", "b"], "baseline": 1.0, "ledger": "l.json", "inject": "stop",
+                              "revert": "start", "restore_timeout": 60.0}
+    full = preflight.dry_run_plan(nodes=["gateway-b"], control_plane=True, **common)
+    assert "  1. steady state for 1 s: gateway-b route to a, b; the control plane answers" in full
+    assert "  6. wait up to 60 s until every entry node routes to a, b again" in full
+    # A profile without entry nodes or a control plane: said to be absent, never "answers".
+    bare = preflight.dry_run_plan(nodes=[], control_plane=False, **common)
+    text = "\n".join(bare)
+    assert ("  1. steady state for 1 s: no entry nodes declared: the GSLB answers a, b; no control plane declared "
+            "(versions are n/a)") in bare
+    assert "  6. wait up to 60 s until the GSLB answers a, b again (no entry nodes declared)" in bare
+    assert "the control plane answers" not in text and "every entry node" not in text

@@ -15,6 +15,7 @@ import pytest
 from gameday.errors import ReportError
 from gameday.reports.generate import ReportRequest, latest_results, make_report
 from gameday.reports.results import read_results
+from gameday.reports.standalone import render
 from gameday.reports.trend import read_history
 from tests.report.conftest import gameday
 from tests.report.tiny import CATEGORY, tiny_runs
@@ -154,6 +155,22 @@ def _recording_browser(tmp_path: Path) -> tuple[Path, Path]:
         "status = urllib.request.urlopen(url, timeout=30).status if url.startswith('http') else 'file'\n"
         f"open({str(record)!r}, 'w').write(f'{{url}} {{status}}')\n")
     return script, record
+
+
+def test_aborted_drills_read_and_show_as_aborted_in_the_history_view(tmp_path: Path, tiny: tuple[Path, Path]) -> None:
+    path = tmp_path / "history.jsonl"
+    good = {"time": "2026-12-01T02:00:00+00:00", "run": "r1", "test": "t", "switchover_s": 0.5, "passed": True}
+    cut = {**good, "time": "2026-12-01T03:00:00+00:00", "run": "r2", "passed": False,
+           "aborted": "interrupted by Ctrl-C (SIGINT)"}
+    path.write_text(json.dumps(good) + "\n" + json.dumps(cut) + "\n")
+    rows = read_history(path)
+    assert [(r.run, r.aborted) for r in rows] == [("r1", None), ("r2", "interrupted by Ctrl-C (SIGINT)")]
+    page = render(read_results(tiny[0]), rows)
+    assert page.count("aborted: interrupted by Ctrl-C (SIGINT)") == 1
+    assert "grey ring" not in page  # (the plot is an image; its title is checked in test_plots)
+    path.write_text(json.dumps({**good, "aborted": True}) + "\n")
+    with pytest.raises(ReportError, match=r"history.jsonl:1: field 'aborted' is True, expected why the drill"):
+        read_history(path)
 
 
 def test_open_opens_the_page_file_or_served(tmp_path: Path, tiny: tuple[Path, Path], report_tools: None) -> None:

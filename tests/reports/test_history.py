@@ -14,10 +14,11 @@ TEST = "suites/gameday/test_gateway_outage.py::test_random_gateway_outage"
 
 
 def row(run: str, switchover: float | None, *, test: str = TEST, fault: str = "gateway_down", seed: int = 1,
-        region: str = "b", passed: bool = True) -> HistoryRow:
+        region: str = "b", passed: bool = True, aborted: str | None = None) -> HistoryRow:
     return HistoryRow(time="2026-12-01T12:00:00Z", run=run, commit=None, target="local",
                       topology="clusters/local.yaml", seed=seed, test=test, fault=fault, region=region, round=0,
-                      switchover_s=switchover, dns_converge_s=1.0, client_recovery_s=2.5, passed=passed)
+                      switchover_s=switchover, dns_converge_s=1.0, client_recovery_s=2.5, passed=passed,
+                      aborted=aborted)
 
 
 def test_rows_round_trip_one_json_object_per_line(tmp_path: Path) -> None:
@@ -29,7 +30,7 @@ def test_rows_round_trip_one_json_object_per_line(tmp_path: Path) -> None:
     assert len(lines) == 3
     assert set(json.loads(lines[0])) == {"time", "run", "commit", "target", "topology", "seed", "test", "fault",
                                          "region", "round", "switchover_s", "dns_converge_s", "client_recovery_s",
-                                         "passed"}
+                                         "passed", "aborted"}
     assert load_history(path) == first + second
 
 
@@ -87,3 +88,42 @@ def test_each_previous_run_counts_once() -> None:
     # r1 ran three rounds of 1.0 s; r2 and r3 one of 9.0 s each: the median of runs is 9.0 (of rows it would be 1.0).
     prev = [row("r1", 1.0), row("r1", 1.0), row("r1", 1.0), row("r2", 9.0), row("r3", 9.0)]
     assert check_regression(prev, 10.0).median_s == 9.0
+
+
+# -- aborted drills (issue 19, item 7) ----------------------------------------------------------------
+def test_an_aborted_row_round_trips_and_older_lines_without_the_field_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    aborted = row("r1", 0.9, passed=False, aborted="interrupted by Ctrl-C (SIGINT)")
+    append_history(path, [aborted])
+    old = {k: v for k, v in row("r0", 1.0).as_dict().items() if k != "aborted"}  # a line from before the field
+    with path.open("a") as f:
+        f.write(json.dumps(old) + "\n" + json.dumps({**old, "run": "r2", "aborted": 3}) + "\n")
+    rows = load_history(path)
+    assert [(r.run, r.aborted) for r in rows] == [("r1", "interrupted by Ctrl-C (SIGINT)"), ("r0", None)]
+
+
+def test_aborted_drills_are_not_in_the_median() -> None:
+    # Three good runs at 1.0 s and three aborted ones at 5.0 s (half-observed, their switchover
+    # measured on a federation that was being torn down): the median is of the good ones.
+    good = [row(f"g{i}", 1.0) for i in range(3)]
+    aborted = [row(f"x{i}", 5.0, passed=False, aborted="ComponentDied: launcher exited") for i in range(3)]
+    c = check_regression(good + aborted, 1.6)
+    assert c.status == "regression" and c.median_s == 1.0 and c.previous == 3
+    # Negative control: the same figures without the mark move the median to 3.0 and hide the regression.
+    unmarked = [row(f"x{i}", 5.0, passed=False) for i in range(3)]
+    c = check_regression(good + unmarked, 1.6)
+    assert c.status == "ok" and c.median_s == 3.0
+
+
+def test_aborted_runs_do_not_make_up_the_three_needed() -> None:
+    prev = [row("g1", 1.0), row("g2", 1.0), row("x1", 1.0, aborted="interrupted by SIGTERM")]
+    c = check_regression(prev, 100.0)
+    assert c.status == "no verdict" and c.flag == "no history (2/3)"
+
+
+def test_an_aborted_drill_gets_no_regression_verdict_and_says_why() -> None:
+    prev = [row(f"g{i}", 1.0) for i in range(3)]
+    c = check_regression(prev, 9.0, aborted="interrupted by Ctrl-C (SIGINT)")
+    assert c.status == "no verdict" and c.flag == "aborted"
+    assert c.message == "no regression verdict: the drill was aborted (interrupted by Ctrl-C (SIGINT))"
+    assert check_regression(prev, 9.0).status == "regression"  # the same figure, not aborted

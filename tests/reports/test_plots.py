@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
+import matplotlib.axes
 import matplotlib.image
 import pytest
 
@@ -57,3 +59,59 @@ def test_rounds_and_trend_pngs_decode() -> None:
             for i in range(1, 5)]
     assert decoded(plots.trend_png(rows))[0] == 1000
     assert decoded(plots.trend_png([]))[0] == 1000
+
+
+def test_aborted_drills_are_drawn_apart_from_the_trend_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line goes through the completed drills only; an aborted one is a grey ring."""
+    drawn: list[tuple[list[float], list[float], dict[str, object]]] = []
+    real = matplotlib.axes.Axes.plot
+
+    def spy(self: matplotlib.axes.Axes, *args: object, **kwargs: object) -> object:
+        drawn.append((list(args[0]), list(args[1]), {"fmt": args[2] if len(args) > 2 else None, **kwargs}))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy)
+    rows = [HistoryRow(time=f"2026-12-0{i}T00:00:00Z", run=f"run{i}", commit=None, target="local", topology="t",
+                       seed=i, test="suites/x.py::test_a", fault="gateway_down", region="b", round=0,
+                       switchover_s=9.0 if i == 3 else 1.0, dns_converge_s=1.0, client_recovery_s=None,
+                       passed=i != 3, aborted="interrupted by SIGTERM" if i == 3 else None)
+            for i in range(1, 5)]
+    assert decoded(plots.trend_png(rows))[0] == 1000
+    switchover_line, _crosses, rings = drawn[0], drawn[1], drawn[2]
+    assert switchover_line[0] == [0, 1, 3] and switchover_line[1] == [1.0, 1.0, 1.0]  # run3 (index 2) left out
+    assert rings[0] == [2] and rings[1] == [9.0] and rings[2]["markerfacecolor"] == "none"
+
+
+def test_the_timeline_legends_sit_outside_the_data(drill_result: DrillResult) -> None:
+    fig = plots.timeline_figure(plots.timeline_series(drill_result))
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        served_ax = fig.axes[0]
+        legend = served_ax.get_legend()
+        assert legend is not None
+        box, panel = legend.get_window_extent(renderer), served_ax.get_window_extent(renderer)
+        assert box.x0 >= panel.x1 - 1, (box, panel)  # right of the panel, not over its stacked areas
+        for ax in fig.axes:  # the markers' legend is below every panel
+            for fl in fig.legends:
+                assert not fl.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+    finally:
+        plots._pyplot().close(fig)
+
+
+def test_a_panel_without_a_source_says_not_observed(drill_result: DrillResult) -> None:
+    full = plots.timeline_series(drill_result)
+    assert plots.not_observed(full) == {}  # negative control: everything observed, nothing said
+    bare = replace(full, lanes=[], error_ratio=[None] * len(full.error_ratio),
+                   dns_share={r: [None] * len(v) for r, v in full.dns_share.items()})
+    said = plots.not_observed(bare)
+    assert said == {"served": "not observed: no client requests recorded (no load generator)",
+                    "errors": "not observed: no client requests recorded (no load generator)",
+                    "dns": "not observed: no DNS answers recorded", "lanes": "not observed: no entry-node source"}
+    fig = plots.timeline_figure(bare)
+    try:
+        texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+        assert set(said.values()) <= texts
+    finally:
+        plots._pyplot().close(fig)
+    assert decoded(plots.timeline_png(bare))[0] == 1000

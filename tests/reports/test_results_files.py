@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -46,21 +47,40 @@ def test_environment_properties_escape_what_java_properties_would_misread() -> N
     assert text.splitlines() == ["target = local", "switchover_limit = 180 s", "url = http\\://h\\:1/x\\=y"]
 
 
-def test_executor_comes_from_github_actions_and_only_from_it() -> None:
+def test_executor_names_the_ci_run_with_its_urls() -> None:
     env = {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "org/gameday", "GITHUB_RUN_ID": "123",
-           "GITHUB_RUN_NUMBER": "42", "GITHUB_WORKFLOW": "nightly"}
-    ex = executor(env)
+           "GITHUB_RUN_NUMBER": "42", "GITHUB_WORKFLOW": "nightly", "GITHUB_JOB": "drill"}
+    ex = executor(env, "20261201-run")
     assert ex == {"name": "GitHub Actions", "type": "github", "url": "https://github.com/org/gameday/actions/runs/123",
                   "buildUrl": "https://github.com/org/gameday/actions/runs/123", "buildOrder": 42,
-                  "buildName": "nightly #42"}
-    assert executor({"GITHUB_REPOSITORY": "org/gameday"}) is None
-    assert executor({}) is None
+                  "buildName": "nightly #42, job drill", "reportName": "20261201-run"}
+    gitlab = {"GITLAB_CI": "true", "CI": "true", "CI_PIPELINE_URL": "https://gl.example/o/r/-/pipelines/7",
+              "CI_JOB_URL": "https://gl.example/o/r/-/jobs/99", "CI_PIPELINE_IID": "7", "CI_JOB_NAME": "gameday",
+              "CI_PROJECT_PATH": "o/r"}
+    assert executor(gitlab, "r1") == {"name": "GitLab CI", "type": "gitlab", "url": "https://gl.example/o/r/-/pipelines/7",
+                                      "buildUrl": "https://gl.example/o/r/-/jobs/99", "buildOrder": 7,
+                                      "buildName": "o/r #7, job gameday", "reportName": "r1"}
+    jenkins = {"JENKINS_URL": "https://ci.example/", "BUILD_URL": "https://ci.example/job/gd/5/", "BUILD_NUMBER": "5",
+               "JOB_NAME": "gd"}
+    assert executor(jenkins)["buildUrl"] == "https://ci.example/job/gd/5/" and executor(jenkins)["buildName"] == "gd #5"
+    other = executor({"CI": "true", "CI_JOB_URL": "https://ci.example/jobs/3", "CI_JOB_NAME": "nightly"}, "r2")
+    assert other["name"] == "CI" and other["buildUrl"] == "https://ci.example/jobs/3"
+    assert other["buildName"] == "nightly r2"
+
+
+def test_executor_off_ci_names_the_host_and_the_user() -> None:
+    ex = executor({"USER": "alice"}, "20261201-run")
+    assert ex["name"] == f"alice@{socket.gethostname()}" and ex["type"] == "local"
+    assert ex["buildName"] == "20261201-run" and "url" not in ex
+    # An incomplete GitHub environment is not GitHub Actions: the host and user, not a broken URL.
+    assert executor({"GITHUB_REPOSITORY": "org/gameday", "USER": "bob"})["name"].startswith("bob@")
 
 
 def test_the_files_are_written_into_the_results_directory(tmp_path: Path) -> None:
     d = tmp_path / "allure-results"
-    written = write_results_files(d, {"seed": "3"}, {})
-    assert sorted(p.name for p in written) == ["categories.json", "environment.properties"]
+    written = write_results_files(d, {"seed": "3"}, {"USER": "alice"}, run="r0")
+    assert sorted(p.name for p in written) == ["categories.json", "environment.properties", "executor.json"]
+    assert json.loads((d / "executor.json").read_text())["buildName"] == "r0"
     assert json.loads((d / "categories.json").read_text()) == allure_attach.CATEGORIES
     write_results_files(d, {"seed": "3"}, {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "o/r",
                                            "GITHUB_RUN_ID": "9"})

@@ -86,3 +86,12 @@ def test_phase_facts_from_the_timeline(drill_result: DrillResult) -> None:
         "restore: reverted t+10.00 s, steady state again t+11.00 s"
     with steps.NoSteps().phase("anything") as record:
         record.title = "renamed"
+
+
+def test_a_statistical_verdict_states_its_false_failure_probability() -> None:
+    v = Verdict("headroom", "pass", "", "64% peak utilisation (b)", "", "80%", "0.001")
+    assert steps.verdict_title(v) == ("verdict headroom: PASS 64% peak utilisation (b) (limit 80%, false-failure "
+                                "probability <= 0.001)")
+    assert v.as_dict()["false_failure"] == "0.001"  # in the JUnit gameday_drill property and run.json
+    plain = Verdict("switchover", "pass", "", "0.50 s", "± 0.10 s", "180 s")
+    assert "false_failure" not in plain.as_dict() and "false-failure" not in steps.verdict_title(plain)

@@ -14,7 +14,7 @@ from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
 from gameday.fedapp.wire import broadcast_subject
-from gameday.interfaces import ComponentState, Endpoints, RegionInfo
+from gameday.interfaces import SUPERVISOR_ROLE, ComponentState, Endpoints, RegionInfo
 from gameday.observers.reference import log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
@@ -45,6 +45,8 @@ class LocalTarget:
         self.fed = federation or LocalFederation.from_topology(topology, workdir)
         self._offsets: dict[str, int] = {}
         self._up = federation is not None
+        self._launcher_seen: int | None = None
+        """The launcher pid :meth:`liveness` has seen alive (only its death is a casualty)."""
 
     @classmethod
     def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
@@ -172,6 +174,11 @@ class LocalTarget:
 
         A paused component (a hang fault) is alive; one whose pid the federation cleared
         was stopped on purpose and is reported not running.
+
+        The launcher that forks the components comes first (role
+        :data:`~gameday.interfaces.SUPERVISOR_ROLE`): every component it forked dies with it,
+        and only it is to blame then. It is read *after* the components, so a component seen
+        dead because the launcher died is never seen beside a launcher still alive.
         """
         out = []
         for name, c in self.fed.components.items():
@@ -183,7 +190,23 @@ class LocalTarget:
                 out.append(ComponentState(name, True, pid, c.role))
             else:
                 out.append(ComponentState(name, False, pid, c.role, f"exited; see {log}"))
-        return out
+        launcher = self._launcher_state()
+        return [launcher, *out] if launcher is not None else out
+
+    def _launcher_state(self) -> ComponentState | None:
+        pid, starttime = self.fed.launcher_pid, self.fed.launcher_starttime
+        if pid is None:  # not started (or stopped with the federation): nothing to watch
+            return None
+        log = self.fed.logdir / "launcher.log"
+        if pid_alive(pid, starttime):
+            self._launcher_seen = pid
+            return ComponentState("launcher", True, pid, SUPERVISOR_ROLE)
+        if self._launcher_seen != pid:
+            # Dead before this target first looked (a federation `gameday restore --keep` restarted
+            # without it): its components run on their own, and there is no death to name.
+            return None
+        return ComponentState("launcher", False, pid, SUPERVISOR_ROLE,
+                              f"exited; every component it forked died with it; see {log}")
 
     def stopped_by(self, kind: str, region: str | None) -> frozenset[str]:
         fault = FAULTS.get(kind)  # the others pause, fail probes or reconfigure: nothing exits

@@ -382,6 +382,9 @@ class LocalFederation:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(self.launcher_pid, signal.SIGKILL)
             self.launcher_pid = None
+        # A launcher that exits on its own removes its socket; a killed one cannot (and a socket
+        # file would be left in the temporary directory for every killed run).
+        self.launcher_sock.unlink(missing_ok=True)
         # Every process that knew the token is gone: it is worth nothing now, and is not left behind.
         self.admin_token_file.unlink(missing_ok=True)
         if self.workdir.exists():
