@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
-from gameday.parts import LOAD_ROLE
+from gameday.parts import LOAD_ROLE, SUPERVISOR_ROLE
 from gameday.timeline import Casualty, ComponentObs, NodeObs, Timeline
 
 
@@ -145,7 +145,8 @@ class Watcher:
         """
         faults = self.in_effect()
         expected = frozenset().union(*(f.stops for f in faults)) if faults else frozenset()
-        for o in self.latest().values():
+        # A dead supervisor first: the components it started died because it did.
+        for o in sorted(self.latest().values(), key=lambda o: o.role != SUPERVISOR_ROLE):
             if o.alive or (o.name in expected and o.role != LOAD_ROLE):
                 continue
             if o.t <= self._expected_until.get(o.name, float("-inf")):
