@@ -10,9 +10,16 @@ Ctrl-C. Two things are new:
   signal arriving inside one is remembered and raised when the section ends. A
   *held* shield stays up across calls until released (a revert is shielded from the
   call to ``target.revert`` until the drill's fault block has recorded its result).
-* **Every later signal only reports**: "still reverting: <what>" on stderr. The revert
-  and the teardown then always finish; ``kill -9`` stays the way out, and is safe, since
-  every process of the run dies with it (:mod:`gameday.procs`).
+* **Every later signal only reports**: "still reverting: <what>" on stderr (or, when
+  nothing is being reverted, that the run is stopping). The revert and the teardown then
+  always finish; ``kill -9`` stays the way out, and is safe, since every process of the
+  run dies with it (:mod:`gameday.procs`).
+* **A signal is never lost.** The :class:`KeyboardInterrupt` can be swallowed: raised
+  while a finalizer (``__del__``) runs, Python prints "Exception ignored in ..." and goes
+  on. So no fault is injected once a signal has arrived, whatever happened to its
+  exception (:meth:`Interrupts.refuse_injection`); the drill's phase boundaries raise it
+  again (:meth:`Interrupts.checkpoint`); and a swallowed one is noticed
+  (:func:`sys.unraisablehook`) and said, and raised again when its shield ends.
 
 Signals are process-wide, so the handler state is one object per process
 (:data:`INTERRUPTS`); the session installs and uninstalls it.
@@ -36,7 +43,11 @@ HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 ACK_ENV = "GAMEDAY_SIGNAL_ACK"
 """Set by ``gameday drill``: a file pytest appends ``<signum> <monotonic time>`` to for each
-signal it receives, so the wrapper forwards only signals that did not reach pytest."""
+signal it receives, so the wrapper forwards only signals that did not reach pytest; and
+``ready <monotonic time>`` once its handlers are installed (before that, ``gameday drill``
+starts pytest with SIGINT ignored and stops it itself: nothing has been started yet)."""
+
+READY = "ready"
 
 
 def signal_name(signum: int) -> str:
@@ -52,9 +63,13 @@ class Interrupts:
         self.first_at: float | None = None
         """Its ``time.monotonic()``."""
         self.raised = False
+        """The first signal's KeyboardInterrupt has been raised (and not seen swallowed since)."""
+        self.swallowed = 0
+        """How many times it was seen swallowed (a finalizer's "Exception ignored in")."""
         self.count = 0
-        self.describe: Callable[[], str] = lambda: "cleaning up"
-        """What the run is busy with, for the "still reverting" line."""
+        self.installed_at = time.monotonic()
+        self.describe: Callable[[], str] = lambda: "; ".join(self.busy_with())
+        """What is being reverted or stopped, for the "still reverting" line; empty: nothing."""
         self.ack_path: Path | None = None
         self.err_fd: int | None = None
         """Where messages go: a copy of stderr taken before pytest captured it (else sys.stderr)."""
@@ -62,6 +77,7 @@ class Interrupts:
         self._held: dict[str, str] = {}
         self._previous: dict[int, Any] = {}
         self._installs = 0
+        self._previous_hook: Callable[[Any], object] | None = None
 
     # -- installation ------------------------------------------------------------------------
     def install(self, *, ack_path: Path | None = None) -> None:
@@ -77,12 +93,17 @@ class Interrupts:
         if self._installs > 1:
             return
         self.first = self.first_at = None
-        self.raised, self.count = False, 0
+        self.raised, self.count, self.swallowed = False, 0, 0
+        self.installed_at = time.monotonic()
         self._shields.clear()
         self._held.clear()
         self.ack_path = ack_path
         for sig in HANDLED:
             self._previous[sig] = signal.signal(sig, self._on_signal)
+        # `gameday drill` starts pytest with SIGINT ignored until now (so an early Ctrl-C
+        # prints no traceback): say that from here on a signal is handled.
+        self._append_ack(f"{READY} {time.monotonic():.6f}")
+        self.watch_unraisable()
 
     def uninstall(self) -> None:
         if threading.current_thread() is not threading.main_thread() or self._installs == 0:
@@ -93,6 +114,35 @@ class Interrupts:
         for sig, prev in self._previous.items():
             signal.signal(sig, prev)
         self._previous.clear()
+        self.unwatch_unraisable()
+
+    def watch_unraisable(self) -> None:
+        """Notice a KeyboardInterrupt of ours that a finalizer swallowed (chained in front of
+        the current :func:`sys.unraisablehook`; pytest installs its own for the session in its
+        ``pytest_configure``, so the plugin calls this again once the session starts)."""
+        if sys.unraisablehook is self._unraisable or not self.installed:
+            return
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
+
+    def unwatch_unraisable(self) -> None:
+        if sys.unraisablehook is self._unraisable and self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
+        self._previous_hook = None
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.first is not None and self.installed:
+            self.swallowed += 1
+            self.raised = False  # due again: raised when its shield ends, at the next checkpoint
+            where = "a finalizer"
+            with contextlib.suppress(Exception):  # e.g. Finalizer.__del__ (repr() is user code: last resort)
+                obj = unraisable.object
+                where = str(getattr(obj, "__qualname__", None) or repr(obj))[:120]
+            self.say(f"gameday: the {signal_name(self.first)} was swallowed by {where} (\"Exception ignored\"); "
+                     "the run stops at its next step, and nothing is injected")
+            return  # said in one line: the finalizer's traceback of a Ctrl-C would only be noise
+        previous = self._previous_hook or sys.__unraisablehook__
+        previous(unraisable)
 
     @property
     def installed(self) -> bool:
@@ -141,6 +191,35 @@ class Interrupts:
             self.raised = True
             raise KeyboardInterrupt(signal_name(self.first or signal.SIGINT))
 
+    def since(self) -> str:
+        """When the first signal arrived, as ``t+S s`` since the handlers were installed."""
+        return f"t+{(self.first_at or time.monotonic()) - self.installed_at:.2f} s"
+
+    def checkpoint(self, where: str) -> None:
+        """A phase boundary on the way forward (the federation up, the load started, steady
+        state reached): once a signal has arrived, raise it here, even if it was raised
+        before: reaching a step forward after it means its exception was swallowed.
+        Inside a shield this waits for the shield's end, as the signal does."""
+        if self.first is None or self._shields or self._held:
+            return
+        self.raised = True
+        self.watch_unraisable()  # something may have replaced the hook since
+        raise KeyboardInterrupt(f"{signal_name(self.first)} (arrived at {self.since()}; stopping at: {where})")
+
+    def refuse_injection(self, what: str) -> None:
+        """The absolute gate before any fault is injected: no injection once a signal has
+        arrived, whatever became of its exception, shielded or not.
+
+        Raises:
+            KeyboardInterrupt: a signal has arrived (the message names it and when).
+        """
+        if self.first is None:
+            return
+        message = f"gameday: not injecting {what}: {signal_name(self.first)} arrived at {self.since()}"
+        self.say(message)
+        self.raised = True
+        raise KeyboardInterrupt(message)
+
     # -- the handler ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
@@ -156,7 +235,16 @@ class Interrupts:
                      "will not interrupt that")
             self.raised = True
             raise KeyboardInterrupt(name)
-        self.say(f"gameday: {name} again: still reverting: {self.describe()}; waiting for it to finish")
+        if self._due():  # the first one's exception was swallowed (seen): this one stops the run
+            self.say(f"gameday: {name} again: the first {signal_name(self.first)} was swallowed; stopping now")
+            self.raised = True
+            raise KeyboardInterrupt(name)
+        busy = self.describe()
+        if busy:
+            self.say(f"gameday: {name} again: still reverting: {busy}; waiting for it to finish")
+        else:
+            self.say(f"gameday: {name} again: nothing is being reverted and no fault of this run is in effect; "
+                     "the run is stopping (nothing is injected after a signal)")
 
     def say(self, line: str) -> None:
         """Write *line* where the user sees it now, even while pytest captures output."""
@@ -169,12 +257,15 @@ class Interrupts:
             sys.stderr.flush()
 
     def _ack(self, signum: int) -> None:
+        self._append_ack(f"{signum} {time.monotonic():.6f}")
+
+    def _append_ack(self, line: str) -> None:
         if self.ack_path is None:
             return
         with contextlib.suppress(OSError):
             fd = os.open(self.ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, f"{signum} {time.monotonic():.6f}\n".encode())
+                os.write(fd, f"{line}\n".encode())
             finally:
                 os.close(fd)
 

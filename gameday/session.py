@@ -184,7 +184,7 @@ def describe_pending(state: SessionState) -> str:
     if pending:
         parts.append(", ".join(pending) + " (in the ledger, not reverted yet)")
     parts += busy
-    return "; ".join(parts) or "nothing left to revert; finishing the run"
+    return "; ".join(parts)  # empty: nothing is being reverted (the handler says so)
 
 
 class _ShieldedTarget:
@@ -210,6 +210,7 @@ class _ShieldedTarget:
                 setattr(self, attr, getattr(target, attr))
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        self._interrupts.refuse_injection(f"{kind} {region or ''}".strip())  # never after a signal
         with self._interrupts.shielded(f"injecting {kind} {region or ''}".strip()):
             self._target.inject(kind, region, params)
 
@@ -288,6 +289,7 @@ def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
         target.deploy()
         if isinstance(target, HasSoftware):
             state.software = dict(target.software())
+        state.interrupts.checkpoint(f"the {target.name} federation is up")
         yield target
     finally:
         with state.interrupts.shielded(f"stopping the {target.name} federation"):
@@ -372,6 +374,7 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
     )
     try:
         runner.start()  # inside the try: a signal while locust starts must still stop it
+        state.interrupts.checkpoint("the load started")
         yield runner
     finally:
         with state.interrupts.shielded("stopping the load generator"):

@@ -475,3 +475,163 @@ def test_helpers_find_a_process_by_its_environment(tmp_path: Path) -> None:
         p.wait()
     assert find_processes(tag) == []
 
+
+
+# -- a signal is never lost: swallowed by a finalizer, it still stops the run ---------------------------
+SWALLOWING = """
+import os, signal, sys, time
+from gameday.interrupts import INTERRUPTS
+
+class Finalizer:
+    def __del__(self):
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # the handler runs here, inside __del__: its exception is ignored
+            pass
+
+INTERRUPTS.install()
+INTERRUPTS.describe = lambda: ""
+Finalizer()  # dropped at once: its __del__ runs now
+print("went on", flush=True)
+print("swallowed", INTERRUPTS.swallowed, flush=True)
+if sys.argv[2] == "once":
+    try:
+        INTERRUPTS.refuse_injection("gateway_down b")
+        print("injected", flush=True)
+    except KeyboardInterrupt as exc:
+        print("refused:", exc, flush=True)
+else:  # no step forward yet: a second signal comes first
+    print("ready for the second", flush=True)
+    try:
+        time.sleep(5)
+        print("the second signal was lost", flush=True)
+    except KeyboardInterrupt as exc:
+        print("second raised:", exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_swallowed_by_a_finalizer_still_refuses_every_injection(sig: str) -> None:
+    done = subprocess.run([sys.executable, "-c", SWALLOWING, sig, "once"], capture_output=True, text=True,
+                          timeout=30, check=False)
+    out, err = done.stdout, done.stderr
+    assert "went on" in out, (out, err)  # the exception really was swallowed
+    assert "swallowed 1" in out, (out, err)
+    assert "injected" not in out, (out, err)
+    name = "Ctrl-C (SIGINT)" if sig == "SIGINT" else sig
+    assert f"refused: gameday: not injecting gateway_down b: {name} arrived at t+" in out, (out, err)
+    assert f"gameday: the {name} was swallowed by Finalizer.__del__ " in err, err
+    assert "Traceback" not in err, err  # said in one line, no finalizer traceback
+
+
+def test_a_second_signal_after_a_swallowed_one_stops_the_run_and_says_nothing_false() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SWALLOWING, "SIGINT", "again"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    while (line := proc.stdout.readline()) and line != "ready for the second\n":
+        pass
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert "second raised: Ctrl-C (SIGINT)" in out, (out, err)
+    assert "the first Ctrl-C (SIGINT) was swallowed; stopping now" in err, err
+    assert "still reverting" not in err, err
+
+
+NOTHING_TO_REVERT = """
+import signal, time
+from gameday.interrupts import INTERRUPTS
+INTERRUPTS.install()
+INTERRUPTS.describe = lambda: ""   # the session's: nothing pending, nothing shielded
+try:
+    print("ready", flush=True)
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    time.sleep(1.0)   # the teardown: a second signal arrives here
+    print("done", flush=True)
+"""
+
+
+def test_a_second_signal_with_nothing_to_revert_does_not_claim_a_revert() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", NOTHING_TO_REVERT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline() == "interrupted\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert out == "done\n", (out, err)
+    assert "still reverting" not in err, err
+    assert "Ctrl-C (SIGINT) again: nothing is being reverted and no fault of this run is in effect" in err, err
+
+
+# A drill that swallows a signal at one phase boundary (SWALLOW_AT): the exception is raised
+# inside a finalizer, which Python ignores ("Exception ignored in ..."), and the test goes on.
+SWALLOW_DRILL = """
+import os, signal, time
+from pathlib import Path
+import pytest
+
+WHERE = os.environ["SWALLOW_AT"]
+SIG = getattr(signal, os.environ["SWALLOW_SIG"])
+
+class Finalizer:
+    def __del__(self):
+        os.kill(os.getpid(), SIG)
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # the handler runs here, inside __del__
+            pass
+
+def swallow(where):
+    if WHERE == where:
+        Path("swallowed-at").write_text(where)
+        Finalizer()  # dropped at once: __del__ runs now
+        Path("went-on").write_text(where)  # the exception was swallowed: the code goes on
+
+@pytest.fixture(scope="session")
+def federation(federation):
+    swallow("federation-up")
+    return federation
+
+@pytest.fixture
+def load(load):
+    swallow("load-started")
+    return load
+
+@pytest.mark.gameday
+def test_hang(drill, load, monkeypatch):
+    real = drill._steady_state
+    def steady_then_swallow(*args, **kwargs):
+        real(*args, **kwargs)
+        swallow("steady-state")
+    monkeypatch.setattr(drill, "_steady_state", steady_then_swallow)
+    swallow("before-fault")
+    with drill.fault("gateway_down", "b", baseline=1):
+        Path("injected").write_text("yes")
+    Path("passed").write_text("yes")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "sig"), [("federation-up", "SIGINT"), ("load-started", "SIGINT"),
+                                            ("steady-state", "SIGINT"), ("before-fault", "SIGINT"),
+                                            ("steady-state", "SIGTERM")])
+def test_a_signal_swallowed_at_a_phase_boundary_injects_nothing_and_fails_the_run(
+        pytester: pytest.Pytester, where: str, sig: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=SWALLOW_DRILL)
+    d = Drill(pytester.path, env={"SWALLOW_AT": where, "SWALLOW_SIG": sig})
+    rc = d.finish(180)
+    out = d.text()
+    assert (pytester.path / "went-on").read_text() == where, out  # swallowed there, and the code went on
+    assert not (pytester.path / "injected").exists(), out
+    assert not (pytester.path / "passed").exists(), out
+    signum = getattr(signal, sig)
+    assert rc == 128 + signum, out
+    name = "Ctrl-C (SIGINT)" if sig == "SIGINT" else sig
+    assert f"gameday: the {name} was swallowed by Finalizer.__del__ " in out, out
+    assert f"pytest exited with code 2 after {name}" in out, out
+    assert "exited with code 0" not in out, out
+    _check_clean(d, rc, reverted=False)
