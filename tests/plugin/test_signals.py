@@ -635,3 +635,79 @@ def test_a_signal_swallowed_at_a_phase_boundary_injects_nothing_and_fails_the_ru
     assert f"pytest exited with code 2 after {name}" in out, out
     assert "exited with code 0" not in out, out
     _check_clean(d, rc, reverted=False)
+
+
+# -- the wrapper tells the truth about how pytest ended -------------------------------------------------
+def _printed_paths(out: str) -> list[Path]:
+    """Every path `gameday drill` names as an output of the run."""
+    paths = []
+    for line in out.splitlines():
+        for prefix in ("JUnit: ", "Allure results: ", "figures, timelines and run.json: "):
+            if line.startswith(prefix):
+                paths.append(Path(line[len(prefix):].split("  ")[0]))
+    return paths
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["injected", "started"])
+def test_kill_9_of_pytest_names_what_it_left_and_the_restore_command(hang: Path, when: str) -> None:
+    d = Drill(hang)
+    d.wait_for(when)
+    os.kill(d.pytest_pid(), signal.SIGKILL)
+    rc = d.finish()
+    out = d.text()
+    assert rc == 128 + signal.SIGKILL, out
+    assert "was killed (SIGKILL); it could not revert anything" in out, out
+    assert "Traceback" not in out, out
+    assert all(p.exists() for p in _printed_paths(out)), out
+    assert "JUnit: " not in out, out  # pytest never wrote it
+    reports = (hang / "reports").resolve()
+    if when == "started":
+        assert "gameday: nothing was pending in the ledger from it" in out, out
+        assert _pending(hang / "reports") == []
+        return
+    assert len(_pending(hang / "reports")) == 1, out
+    command = f"gameday restore --reports {reports}"
+    assert f"gameday: still in the ledger: gateway_down b: run `{command}`" in out, out
+    # The command it printed, as printed, puts the federation back.
+    restored = subprocess.run([sys.executable, "-m", "gameday.cli", *command.split()[1:]], cwd=hang,
+                              capture_output=True, text=True, timeout=180, check=False)
+    assert restored.returncode == 0, restored.stdout + restored.stderr
+    assert _pending(hang / "reports") == []
+    assert leftovers(d.tag) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["int-group", "term-group"])
+def test_a_signal_while_pytest_imports_its_plugins_prints_one_line(hang: Path, how: str) -> None:
+    d = Drill(hang)
+    deadline = time.monotonic() + 30
+    while not any(" -m pytest " in f" {cmd} " for _, cmd in find_processes(d.tag)):
+        assert d.proc.poll() is None and time.monotonic() < deadline, d.text()
+        time.sleep(0.005)
+    time.sleep(0.2)  # pytest is importing itself and its plugins (about 1.5 s)
+    assert not list((hang / "reports" / "runs").glob("*/signals.log")), "too late: pytest is ready already"
+    d.send(how)
+    rc = d.finish(60)
+    out = d.text()
+    sig = signal.SIGINT if how == "int-group" else signal.SIGTERM
+    assert rc == 128 + sig, out
+    name = "Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM"
+    assert f"gameday: {name} before the run started; nothing was injected" in out, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert len(out.splitlines()) <= 4, out  # running:, run directory:, the line, removed
+    assert leftovers(d.tag) == []
+    assert not list((hang / "reports" / "runs").iterdir()), out  # nothing was written: no empty directory
+    assert all(p.exists() for p in _printed_paths(out)), out
+
+
+def test_a_usage_error_leaves_no_run_directory_and_names_no_file(hang: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--test", "test_hang.py",
+                           "--gameday-rounds=zero"], cwd=hang, capture_output=True, text=True, timeout=120,
+                          check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out
+    assert "--gameday-rounds" in out, out
+    assert "JUnit: " not in out and "Allure results: " not in out, out
+    assert "run directory: nothing was written; removed" in out, out
+    assert list((hang / "reports" / "runs").iterdir()) == [], out
