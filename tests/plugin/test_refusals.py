@@ -193,3 +193,77 @@ def test_detection_plus_ttl_must_fit_the_switchover_limit() -> None:
     unknown = r"detection time unknown \(no health-check timing given; counted as 0 s\)"
     with pytest.raises(DrillRefused, match=unknown + r" \+ DNS TTL 60 s = 60 s, above .* 30 s"):
         preflight.check_clients_can_move(None, 60, 30)
+
+
+# -- the fault ledger: what a killed run left is said before anything starts ----------------------------
+LEDGER_DRILL = """
+from pathlib import Path
+import pytest
+
+@pytest.mark.gameday
+def test_drill(drill):
+    with drill.fault("gateway_down", "b", baseline=0.5) as fault:
+        Path("injected").write_text("yes")
+        drill.observe_switchover(fault, timeout=30)
+"""
+
+
+def _unknown_target_entry(ledger: Ledger) -> str:
+    entry = ledger.record("gateway_down", "a", {}, "nosuchtarget", {"context": "gone"})
+    return entry.id
+
+
+@pytest.mark.parametrize("problem", ["corrupt", "unknown-target"])
+def test_a_ledger_the_run_cannot_trust_refuses_the_drill_before_anything_starts(
+        pytester: pytest.Pytester, problem: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_drill=LEDGER_DRILL)
+    ledger = Ledger(pytester.path / "reports" / ".gameday" / "ledger.json")
+    if problem == "corrupt":
+        ledger.path.parent.mkdir(parents=True)
+        ledger.path.write_text('{"pending": [{"id": "ab')  # a write cut short
+        expected = f"gameday: the fault ledger {ledger.path} is unreadable (is not valid JSON"
+    else:
+        entry_id = _unknown_target_entry(ledger)
+        expected = (f"holds 1 entry no target of this run can revert: gateway_down a on target 'nosuchtarget' "
+                    f"(entry {entry_id}")
+    before = ledger.path.read_bytes()
+    result = pytester.runpytest_subprocess("-p", "no:randomly", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0, out
+    assert expected in out, out
+    assert "refusing to drill: run `gameday restore --reports" in out, out
+    assert "nothing was started or injected" in out, out
+    result.assert_outcomes(errors=1)
+    assert not (pytester.path / "injected").exists()
+    assert not (pytester.path / "reports" / ".gameday" / "federations").exists(), "a federation was started"
+    assert ledger.path.read_bytes() == before  # left as found, for `gameday restore`
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("problem", "how"), [("corrupt", "ini"), ("unknown-target", "env")])
+def test_ignore_ledger_problems_says_what_it_found_and_drills(pytester: pytest.Pytester, problem: str,
+                                                             how: str) -> None:
+    pytester.makeini(INI + ("gameday_ignore_ledger_problems = true\n" if how == "ini" else ""))
+    pytester.makepyfile(test_drill=LEDGER_DRILL)
+    ledger = Ledger(pytester.path / "reports" / ".gameday" / "ledger.json")
+    if problem == "corrupt":
+        ledger.path.parent.mkdir(parents=True)
+        ledger.path.write_text("{truncated")
+    else:
+        entry_id = _unknown_target_entry(ledger)
+    if how == "env":
+        pytester._monkeypatch.setenv("GAMEDAY_IGNORE_LEDGER_PROBLEMS", "1")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", timeout=180)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "injected").exists()
+    assert "going on (--gameday-ignore-ledger-problems)" in out, out
+    if problem == "corrupt":
+        aside = list(ledger.path.parent.glob("ledger.json.corrupt-*"))
+        assert len(aside) == 1 and aside[0].read_text() == "{truncated", out
+        assert f"moved aside to {aside[0]}" in out, out
+        assert ledger.pending() == []
+    else:
+        assert "kept for `gameday restore`" in out, out
+        assert [e.id for e in ledger.pending()] == [entry_id]  # still there for restore / --forget
