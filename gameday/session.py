@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import pytest
 
+from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import ConfigError, DrillRefused, GamedayError
 from gameday.faults import Ledger
@@ -40,7 +41,7 @@ from gameday.settings import OPTIONS, TARGET_HELP, Settings
 from gameday.statefile import CorruptFile
 from gameday.targets import registry
 from gameday.timeline import FaultWindow
-from gameday.topology import Topology, load_topology
+from gameday.topology import DEFAULT_TOPOLOGY, Topology, load_topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,12 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
             state.topology = state.profile.profile.as_topology()
         else:
             state.topology = load_topology(state.settings.topology)
+            # The topology's timings run the federation gameday builds (a profile's federation
+            # has its own, which gameday cannot read); each must let its verdict fail.
+            preflight.check_verdict_timings(
+                state.topology.timing, state.settings.slo,
+                offered=state.settings.load.rate or state.topology.load.rate,
+                where=str(state.settings.topology or f"the built-in topology {DEFAULT_TOPOLOGY}"))
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)

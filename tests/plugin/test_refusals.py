@@ -63,7 +63,9 @@ def test_n_minus_1_and_ttl_refusals_come_before_anything_is_injected(pytester: p
     regions = [{"name": "a", "weight": 50, "fallback": "b", "instances": 2, "capacity_rps": 40},
                {"name": "b", "weight": 30, "fallback": "a", "instances": 2, "capacity_rps": 15},
                {"name": "c", "weight": 20, "fallback": "a", "instances": 2, "capacity_rps": 15}]
-    topo = _topology(pytester, regions=regions)
+    # stale_after below the 4 s limit below, or the session is refused before any drill
+    timing = {**yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())["timing"], "stale_after": 3.0}
+    topo = _topology(pytester, regions=regions, timing=timing)
     pytester.makeini(INI)
     pytester.makepyfile(test_refused=NEVER_INJECT + """
 def test_n_minus_1(drill, never_inject):
@@ -267,3 +269,33 @@ def test_ignore_ledger_problems_says_what_it_found_and_drills(pytester: pytest.P
     else:
         assert "kept for `gameday restore`" in out, out
         assert [e.id for e in ledger.pending()] == [entry_id]  # still there for restore / --forget
+
+
+# -- timings that feed a verdict must let it fail ---------------------------------------------------------
+@pytest.mark.parametrize(("timing", "args", "refused"), [
+    ({"stale_after": 600.0}, [], "topology.yaml: timing.stale_after: got 600 s, expected less than the switchover "
+     "limit 180 s (--gameday-switchover-limit)*'no stale-snapshot alarms' could never fail*"),
+    ({"stale_after": 10.0}, ["--gameday-switchover-limit=10"], "topology.yaml: timing.stale_after: got 10 s, "
+     "expected less than the switchover limit 10 s*"),
+    ({}, ["--gameday-recovery-window=1"], "--gameday-recovery-window: got 1 s, expected at least 1.67 s at 60 req/s "
+     "offered*"),
+    ({}, ["--gameday-recovery-window=5", "--gameday-rate=10"], "--gameday-recovery-window: got 5 s, expected at "
+     "least 10 s at 10 req/s offered*"),
+    # the same values just inside their bounds are accepted: the checks refuse no more than they must
+    ({"stale_after": 9.9}, ["--gameday-switchover-limit=10"], None),
+    ({}, ["--gameday-recovery-window=1.7"], None),
+    ({"stale_after": 179.0}, [], None),
+])
+def test_a_timing_that_would_keep_its_verdict_from_failing_is_refused_naming_file_and_field(
+        pytester: pytest.Pytester, timing: dict[str, float], args: list[str], refused: str | None) -> None:
+    base = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())["timing"]
+    topo = _topology(pytester, timing={**base, **timing})
+    pytester.makeini(INI)
+    pytester.makepyfile(test_t="def test_t(): pass\n")
+    result = pytester.runpytest_subprocess(f"--gameday-topology={topo}", *args, "--co", "-q", timeout=60)
+    if refused is None:
+        assert result.ret == 0, result.stdout.str() + result.stderr.str()
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: gameday: {pytester.path}/{refused}"
+                                 if refused.startswith("topology") else f"ERROR: gameday: {refused}"])
