@@ -154,8 +154,8 @@ def _outputs(run_dir: Path, junit: Path, allure: Path) -> list[str]:
         lines.append(f"JUnit: {junit}")
     if allure.is_dir() and any(allure.iterdir()):
         lines.append(f"Allure results: {allure}")
-    lines.append(f"figures, timelines and run.json: {run_dir}" if (run_dir / "run.json").is_file()
-                 else f"run directory: {run_dir} (no run.json: no drill finished)")
+    if not (run_dir / "run.json").is_file():  # else pytest's summary named the directory already
+        lines.append(f"run directory: {run_dir} (no run.json: no drill finished)")
     return lines
 
 
