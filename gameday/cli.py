@@ -195,6 +195,8 @@ class _Supervisor:
         """pytest has installed its signal handlers (its ``ready`` line in *ack_path*)."""
         self.stopped_early = False
         """This process stopped pytest itself: a signal came before pytest was ready."""
+        self.announced = False
+        """The first signal's line was written."""
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in HANDLED}
@@ -231,15 +233,22 @@ class _Supervisor:
             self.first = signum
             self.in_effect = self._pending()
             if self.ready:  # else pytest has started nothing yet: _relay stops it, _report_exit says so
-                self._say(f"gameday: {signal_name(signum)}: pytest (pid {pid}) reverts every fault and stops the "
-                          "run; waiting for it, however long it takes (Ctrl-C again shows what is left)")
+                self._announce()
             return
+        if not self.ready:
+            return  # being stopped already (_relay)
         pending = self._pending()
-        self._say(f"gameday: {signal_name(signum)} again: still reverting: "
-                  + (", ".join(pending) + f" (in the ledger {self.ledger})" if pending else
-                     "nothing left in the ledger; pytest is finishing (the steady-state check after the revert, "
-                     "then stopping the load and the federation)")
+        self._say(f"gameday: {signal_name(signum)} again: "
+                  + (f"still reverting: {', '.join(pending)} (in the ledger {self.ledger})" if pending else
+                     "nothing of this run is pending in the ledger; pytest is finishing its teardown (a "
+                     "steady-state check after a revert, stopping the load and the federation)")
                   + f"; waiting for pytest (pid {pid})")
+
+    def _announce(self) -> None:
+        self.announced = True
+        pid = self.proc.pid if self.proc is not None else "?"
+        self._say(f"gameday: {signal_name(self.first or signal.SIGINT)}: pytest (pid {pid}) reverts every fault and "
+                  "stops the run; waiting for it, however long it takes (Ctrl-C again shows what is left)")
 
     def _read_acks(self) -> None:
         try:
@@ -268,6 +277,8 @@ class _Supervisor:
         if self.proc is None:
             return
         self._read_acks()
+        if self.first is not None and self.ready and not self.announced:
+            self._announce()
         if self.received and not self.ready:
             # pytest is still importing its plugins (SIGINT ignored, nothing started): stop it
             # quietly; SIGTERM's default action, or its handler if it got ready meanwhile.
@@ -303,7 +314,11 @@ class _Supervisor:
             return 128 + got
         left = self._pending()
         restore = f"run `gameday restore --reports {self.ledger.parent.parent}`"
-        if rc < 0 and -rc not in HANDLED:
+        if rc < 0 and (got is None or -rc not in HANDLED):
+            if not self.ready:  # its handlers were not in yet: nothing had started
+                self._say(f"gameday: pytest was stopped by {signal.Signals(-rc).name} before the run started; "
+                          "nothing was injected")
+                return 128 - rc
             # Killed by what no handler can see (kill -9, the OOM killer, a crash): only the ledger knows.
             self._say(f"\ngameday: pytest (pid {self.proc.pid if self.proc else '?'}) was killed "
                       f"({signal.Signals(-rc).name}); it could not revert anything")
