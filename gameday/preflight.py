@@ -70,7 +70,7 @@ def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_lim
     return f"clients can move within the switchover limit: {arithmetic} <= {switchover_limit:g} s"
 
 
-def check_verdict_timings(timing: Timing, slo: SLO, *, offered: float, where: str) -> None:
+def check_verdict_timings(timing: Timing | None, slo: SLO, *, offered: float, where: str) -> None:
     """The topology's timings that feed a verdict must leave it able to fail.
 
     * ``stale_after`` below the switchover limit: a proxy lagging the broadcast for the
@@ -85,13 +85,15 @@ def check_verdict_timings(timing: Timing, slo: SLO, *, offered: float, where: st
     ``heartbeat_interval`` (the topology model), the TTL's cap (:data:`gameday.topology.MAX_DNS_TTL`).
 
     Args:
-        where: the topology file, for messages.
+        timing: the timings of a federation gameday runs; None for a profile's federation,
+            whose stale detection is its own (only the recovery window is checked).
+        where: the topology or profile file, for messages.
         offered: the session's offered load, requests/s.
 
     Raises:
         ConfigError: naming the file, the field, the value and the limit it serves.
     """
-    if timing.stale_after >= slo.switchover_limit:
+    if timing is not None and timing.stale_after >= slo.switchover_limit:
         raise ConfigError(
             f"{where}: timing.stale_after: got {timing.stale_after:g} s, expected less than the switchover limit "
             f"{slo.switchover_limit:g} s (--gameday-switchover-limit): a proxy lagging the broadcast that long has "

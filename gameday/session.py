@@ -134,12 +134,13 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
             state.topology = state.profile.profile.as_topology()
         else:
             state.topology = load_topology(state.settings.topology)
-            # The topology's timings run the federation gameday builds (a profile's federation
-            # has its own, which gameday cannot read); each must let its verdict fail.
-            preflight.check_verdict_timings(
-                state.topology.timing, state.settings.slo,
-                offered=state.settings.load.rate or state.topology.load.rate,
-                where=str(state.settings.topology or f"the built-in topology {DEFAULT_TOPOLOGY}"))
+        # Timings that feed a verdict must let it fail. The topology's run the federation gameday
+        # builds; a profile's federation detects staleness its own way (its timing is not checked).
+        preflight.check_verdict_timings(
+            None if profiled else state.topology.timing, state.settings.slo,
+            offered=state.settings.load.rate or state.topology.load.rate,
+            where=str(state.settings.profile if profiled else
+                      state.settings.topology or f"the built-in topology {DEFAULT_TOPOLOGY}"))
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)

@@ -299,3 +299,32 @@ def test_a_timing_that_would_keep_its_verdict_from_failing_is_refused_naming_fil
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: gameday: {pytester.path}/{refused}"
                                  if refused.startswith("topology") else f"ERROR: gameday: {refused}"])
+
+
+
+PROFILE = {
+    "name": "team",
+    "service": {"fqdn": "app.example.test", "dns": {"server": "127.0.0.1", "port": 9},
+                "load": {"port": 9, "path": "/", "host": "app.example.test"}},
+    "regions": [{"name": "a", "gateway": "127.0.1.1", "weight": 50},
+                {"name": "b", "gateway": "127.0.2.1", "weight": 50}],
+    "load": {"rate": 20},
+}
+
+
+@pytest.mark.parametrize(("window", "refused"), [("3", True), ("5", False)])
+def test_a_profiles_recovery_window_is_checked_against_its_load(pytester: pytest.Pytester, window: str,
+                                                              refused: bool) -> None:
+    # A profile's federation: its stale detection is its own, but gameday judges client recovery.
+    (pytester.path / "team.yaml").write_text(yaml.safe_dump(PROFILE))
+    pytester.makeini(INI)
+    pytester.makepyfile(test_t="def test_t(): pass\n")
+    result = pytester.runpytest_subprocess("--gameday-target=external", "--gameday-profile=team.yaml",
+                                           f"--gameday-recovery-window={window}", "--co", "-q", timeout=60)
+    err = result.stderr.str()
+    if refused:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, err
+        result.stderr.fnmatch_lines(["ERROR: gameday: --gameday-recovery-window: got 3 s, expected at least 5 s "
+                                     "at 20 req/s offered (*team.yaml, load.rate, or --gameday-rate)*"])
+    else:
+        assert "--gameday-recovery-window" not in err, err  # whatever else this unreachable federation fails on
