@@ -16,10 +16,11 @@ Ctrl-C. Two things are new:
   run dies with it (:mod:`gameday.procs`).
 * **A signal is never lost.** The :class:`KeyboardInterrupt` can be swallowed: raised
   while a finalizer (``__del__``) runs, Python prints "Exception ignored in ..." and goes
-  on. So no fault is injected once a signal has arrived, whatever happened to its
-  exception (:meth:`Interrupts.refuse_injection`); the drill's phase boundaries raise it
-  again (:meth:`Interrupts.checkpoint`); and a swallowed one is noticed
-  (:func:`sys.unraisablehook`) and said, and raised again when its shield ends.
+  on. So a signal that arrives inside a ``__del__`` is not raised there but delivered
+  again a moment later, outside it; one swallowed elsewhere (a weakref callback) is noticed
+  (:func:`sys.unraisablehook`), said, and delivered again; the drill's phase boundaries
+  raise it again (:meth:`Interrupts.checkpoint`); and no fault is injected once a signal
+  has arrived, whatever happened to its exception (:meth:`Interrupts.refuse_injection`).
 
 Signals are process-wide, so the handler state is one object per process
 (:data:`INTERRUPTS`); the session installs and uninstalls it.
@@ -36,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -78,6 +79,9 @@ class Interrupts:
         self._previous: dict[int, Any] = {}
         self._installs = 0
         self._previous_hook: Callable[[Any], object] | None = None
+        self._redelivering = False
+        self._redeliver_timer: threading.Timer | None = None
+        self._said_finalizer = False
 
     # -- installation ------------------------------------------------------------------------
     def install(self, *, ack_path: Path | None = None) -> None:
@@ -94,6 +98,7 @@ class Interrupts:
             return
         self.first = self.first_at = None
         self.raised, self.count, self.swallowed = False, 0, 0
+        self._redelivering = self._said_finalizer = False
         self.installed_at = time.monotonic()
         self._shields.clear()
         self._held.clear()
@@ -111,6 +116,8 @@ class Interrupts:
         self._installs -= 1
         if self._installs:
             return
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
         for sig, prev in self._previous.items():
             signal.signal(sig, prev)
         self._previous.clear()
@@ -139,7 +146,8 @@ class Interrupts:
                 obj = unraisable.object
                 where = str(getattr(obj, "__qualname__", None) or repr(obj))[:120]
             self.say(f"gameday: the {signal_name(self.first)} was swallowed by {where} (\"Exception ignored\"); "
-                     "the run stops at its next step, and nothing is injected")
+                     "raising it again as soon as that has run; nothing is injected after it")
+            self._redeliver_later()
             return  # said in one line: the finalizer's traceback of a Ctrl-C would only be noise
         previous = self._previous_hook or sys.__unraisablehook__
         previous(unraisable)
@@ -222,6 +230,11 @@ class Interrupts:
 
     # -- the handler ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._redelivering:  # our own re-delivery of the first signal (see _deliver)
+            self._redelivering = False
+            if not self.raised:
+                self._deliver(frame)
+            return
         self.count += 1
         self._ack(signum)
         name = signal_name(signum)
@@ -233,18 +246,52 @@ class Interrupts:
                 return
             self.say(f"gameday: {name}: reverting every fault and stopping the run; a second signal "
                      "will not interrupt that")
-            self.raised = True
-            raise KeyboardInterrupt(name)
+            self._deliver(frame)
+            return
         if self._due():  # the first one's exception was swallowed (seen): this one stops the run
             self.say(f"gameday: {name} again: the first {signal_name(self.first)} was swallowed; stopping now")
-            self.raised = True
-            raise KeyboardInterrupt(name)
+            self._deliver(frame)
+            return
         busy = self.describe()
         if busy:
             self.say(f"gameday: {name} again: still reverting: {busy}; waiting for it to finish")
         else:
             self.say(f"gameday: {name} again: nothing is being reverted and no fault of this run is in effect; "
                      "the run is stopping (nothing is injected after a signal)")
+
+    def _deliver(self, frame: FrameType | None) -> None:
+        """Raise the first signal's KeyboardInterrupt here, unless *frame* runs inside a
+        finalizer: Python would discard it there ("Exception ignored in ..."), so it is
+        delivered again a moment later, until it lands outside one."""
+        if self._shields or self._held:
+            return  # raised when the shield ends
+        where = _finalizer(frame, self._unraisable.__code__)
+        if where is not None:
+            if not self._said_finalizer:
+                self._said_finalizer = True
+                self.say(f"gameday: the {signal_name(self.first or signal.SIGINT)} arrived inside {where}, a "
+                         "finalizer, where Python would discard it; raising it as soon as that has run")
+            self.raised = False
+            self._redeliver_later()
+            return
+        self.raised = True
+        raise KeyboardInterrupt(signal_name(self.first or signal.SIGINT))
+
+    def _redeliver_later(self) -> None:
+        """Send the first signal to this process again in 10 ms (from a timer thread: the
+        main thread runs the handler at its next step, outside the finalizer by then)."""
+        if self._redeliver_timer is not None and self._redeliver_timer.is_alive():
+            return
+        signum = self.first or signal.SIGINT
+
+        def again() -> None:
+            if self.installed and not self.raised:  # after uninstall it would hit the default action
+                self._redelivering = True
+                os.kill(os.getpid(), signum)
+
+        self._redeliver_timer = threading.Timer(0.01, again)
+        self._redeliver_timer.daemon = True
+        self._redeliver_timer.start()
 
     def say(self, line: str) -> None:
         """Write *line* where the user sees it now, even while pytest captures output."""
@@ -268,6 +315,18 @@ class Interrupts:
                 os.write(fd, f"{line}\n".encode())
             finally:
                 os.close(fd)
+
+
+def _finalizer(frame: FrameType | None, hook: CodeType) -> str | None:
+    """The finalizer *frame* runs in (``Finalizer.__del__``, or the unraisable hook *hook*),
+    if any, looking up the stack; None outside one."""
+    depth = 0
+    while frame is not None and depth < 1000:
+        code = frame.f_code
+        if code.co_name == "__del__" or code is hook:
+            return code.co_qualname
+        frame, depth = frame.f_back, depth + 1
+    return None
 
 
 def ledger_pending(path: Path, runner_pid: int | None = None) -> list[str]:
