@@ -628,7 +628,8 @@ def test_a_signal_swallowed_at_a_phase_boundary_injects_nothing_and_fails_the_ru
     d = Drill(pytester.path, env={"SWALLOW_AT": where, "SWALLOW_SIG": sig})
     rc = d.finish(180)
     out = d.text()
-    assert (pytester.path / "swallowed-at").read_text() == where, out
+    swallowed = pytester.path / "swallowed-at"
+    assert swallowed.exists() and swallowed.read_text() == where, f"the drill never got to {where}:\n{out}"
     assert not (pytester.path / "injected").exists(), out
     assert not (pytester.path / "passed").exists(), out
     signum = getattr(signal, sig)
@@ -675,9 +676,9 @@ def test_kill_9_of_pytest_names_what_it_left_and_the_restore_command(hang: Path,
     # The command it printed, as printed, puts the federation back.
     restored = subprocess.run([sys.executable, "-m", "gameday.cli", *command.split()[1:]], cwd=hang,
                               capture_output=True, text=True, timeout=180, check=False)
-    assert restored.returncode == 0, restored.stdout + restored.stderr
-    assert _pending(hang / "reports") == []
-    assert leftovers(d.tag) == []
+    assert restored.returncode == 0, out + restored.stdout + restored.stderr
+    assert _pending(hang / "reports") == [], out + restored.stdout
+    assert leftovers(d.tag) == [], out + restored.stdout
 
 
 @pytest.mark.slow
