@@ -140,7 +140,7 @@ class Interrupts:
     def _unraisable(self, unraisable: Any) -> None:
         if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.first is not None and self.installed:
             self.swallowed += 1
-            self.raised = False  # due again: raised when its shield ends, at the next checkpoint
+            self.raised = False  # due again: re-delivered below, raised when its shield ends, or at a checkpoint
             where = "a finalizer"
             with contextlib.suppress(Exception):  # e.g. Finalizer.__del__ (repr() is user code: last resort)
                 obj = unraisable.object
@@ -248,8 +248,9 @@ class Interrupts:
                      "will not interrupt that")
             self._deliver(frame)
             return
-        if self._due():  # the first one's exception was swallowed (seen): this one stops the run
-            self.say(f"gameday: {name} again: the first {signal_name(self.first)} was swallowed; stopping now")
+        if self._due():  # the first one's exception is not raised yet (a finalizer ran): this one stops the run
+            self.say(f"gameday: {name} again: the first {signal_name(self.first)} has not stopped the run yet "
+                     "(it came inside a finalizer); stopping now")
             self._deliver(frame)
             return
         busy = self.describe()
