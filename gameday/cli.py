@@ -10,7 +10,10 @@
 ``gameday drill`` runs pytest as its child and waits for it, however long the revert
 takes: Ctrl-C (which the terminal sends to both), SIGTERM and SIGHUP (a closed terminal)
 reach pytest, which reverts and stops; a second Ctrl-C shows what is still being
-reverted. If ``gameday drill`` is killed, pytest gets SIGTERM and still reverts.
+reverted; the exit status after a signal is 128 + its number, never 0. A signal before
+pytest has installed its handlers stops it quietly (nothing was started yet). If
+``gameday drill`` is killed, pytest gets SIGTERM and still reverts; if pytest is killed
+(kill -9), the exit says what it left in the ledger and the command that reverts it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from types import FrameType
 
 from gameday import __version__, settings
 from gameday.errors import GamedayError
-from gameday.interrupts import ACK_ENV, HANDLED, ledger_pending, signal_name
+from gameday.interrupts import ACK_ENV, HANDLED, READY, ledger_pending, signal_name
 from gameday.procs import RUN_DIR_ENV, run_token, spawn
 
 DEFAULT_REPORTS = Path("reports")
@@ -131,8 +134,29 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"run directory: {run_dir}", flush=True)
     env = {**os.environ, RUN_DIR_ENV: str(run_dir), ACK_ENV: str(run_dir / "signals.log")}
     rc = _Supervisor(argv, env, reports / ".gameday" / "ledger.json", run_dir / "signals.log").run()
-    print(f"JUnit: {junit}\nAllure results: {allure}  (figures, timelines and run.json: {run_dir})", flush=True)
+    for line in _outputs(run_dir, junit, allure):
+        print(line, flush=True)
     return rc
+
+
+def _outputs(run_dir: Path, junit: Path, allure: Path) -> list[str]:
+    """Where the run's files are, naming only files that exist. A run that wrote nothing
+    (a usage error, pytest stopped before it started) leaves no empty directory behind."""
+    try:
+        if {p.name for p in run_dir.iterdir()} <= {"signals.log"}:  # the wrapper's own file only
+            (run_dir / "signals.log").unlink(missing_ok=True)
+            run_dir.rmdir()
+            return [f"run directory: nothing was written; removed {run_dir}"]
+    except OSError:
+        pass
+    lines = []
+    if junit.is_file():
+        lines.append(f"JUnit: {junit}")
+    if allure.is_dir() and any(allure.iterdir()):
+        lines.append(f"Allure results: {allure}")
+    if not (run_dir / "run.json").is_file():  # else pytest's summary named the directory already
+        lines.append(f"run directory: {run_dir} (no run.json: no drill finished)")
+    return lines
 
 
 @dataclass
@@ -167,12 +191,20 @@ class _Supervisor:
         self.first: int | None = None
         self.in_effect: list[str] = []
         """Ledger entries of pytest's when the first signal came."""
+        self.ready = False
+        """pytest has installed its signal handlers (its ``ready`` line in *ack_path*)."""
+        self.stopped_early = False
+        """This process stopped pytest itself: a signal came before pytest was ready."""
+        self.announced = False
+        """The first signal's line was written."""
 
     def run(self) -> int:
         previous = {sig: signal.signal(sig, self._on_signal) for sig in HANDLED}
         try:
             # SIGTERM if this process dies, so pytest still reverts (e.g. `kill -9` of the wrapper).
-            self.proc = spawn(self.argv, death_signal=signal.SIGTERM, env=self.env)
+            # SIGINT ignored until pytest's handlers are in (its `ready` line): a Ctrl-C while it
+            # imports its plugins would print a traceback; this process stops it instead.
+            self.proc = spawn(self.argv, death_signal=signal.SIGTERM, ignore=(signal.SIGINT,), env=self.env)
             while True:
                 try:
                     rc = self.proc.wait(0.05)
@@ -182,9 +214,7 @@ class _Supervisor:
         finally:
             for sig, prev in previous.items():
                 signal.signal(sig, prev)
-        if self.first is not None:
-            self._report_exit(rc)
-        return rc if rc >= 0 else 128 - rc
+        return self._report_exit(rc)
 
     def _say(self, line: str) -> None:
         # os.write, not print: this also runs in the signal handler, which may have
@@ -202,15 +232,23 @@ class _Supervisor:
         if self.first is None:
             self.first = signum
             self.in_effect = self._pending()
-            self._say(f"gameday: {signal_name(signum)}: pytest (pid {pid}) reverts every fault and stops the "
-                      "run; waiting for it, however long it takes (Ctrl-C again shows what is left)")
+            if self.ready:  # else pytest has started nothing yet: _relay stops it, _report_exit says so
+                self._announce()
             return
+        if not self.ready:
+            return  # being stopped already (_relay)
         pending = self._pending()
-        self._say(f"gameday: {signal_name(signum)} again: still reverting: "
-                  + (", ".join(pending) + f" (in the ledger {self.ledger})" if pending else
-                     "nothing left in the ledger; pytest is finishing (the steady-state check after the revert, "
-                     "then stopping the load and the federation)")
+        self._say(f"gameday: {signal_name(signum)} again: "
+                  + (f"still reverting: {', '.join(pending)} (in the ledger {self.ledger})" if pending else
+                     "nothing of this run is pending in the ledger; pytest is finishing its teardown (a "
+                     "steady-state check after a revert, stopping the load and the federation)")
                   + f"; waiting for pytest (pid {pid})")
+
+    def _announce(self) -> None:
+        self.announced = True
+        pid = self.proc.pid if self.proc is not None else "?"
+        self._say(f"gameday: {signal_name(self.first or signal.SIGINT)}: pytest (pid {pid}) reverts every fault and "
+                  "stops the run; waiting for it, however long it takes (Ctrl-C again shows what is left)")
 
     def _read_acks(self) -> None:
         try:
@@ -222,6 +260,9 @@ class _Supervisor:
         end = data.rfind(b"\n") + 1
         self._ack_offset += end
         for line in data[:end].splitlines():
+            if line.startswith(READY.encode()):
+                self.ready = True
+                continue
             try:
                 sig_s, t_s = line.split()
                 ack = _Ack(int(sig_s), float(t_s))
@@ -236,6 +277,17 @@ class _Supervisor:
         if self.proc is None:
             return
         self._read_acks()
+        if self.first is not None and self.ready and not self.announced:
+            self._announce()
+        if self.received and not self.ready:
+            # pytest is still importing its plugins (SIGINT ignored, nothing started): stop it
+            # quietly; SIGTERM's default action, or its handler if it got ready meanwhile.
+            if not self.stopped_early:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.proc.pid, signal.SIGTERM)
+                self.stopped_early = True
+            self.received.clear()
+            return
         now = time.monotonic()
         for event in list(self.received):
             sig, t = event
@@ -250,18 +302,44 @@ class _Supervisor:
                 self.expect[sig] = self.expect.get(sig, 0) + 1
                 self.received.remove(event)
 
-    def _report_exit(self, rc: int) -> None:
-        assert self.first is not None
+    def _report_exit(self, rc: int) -> int:
+        """Say how pytest ended after a signal or a kill, and what the ledger holds from it;
+        returns this command's exit status: 128 + the signal after one (never 0), pytest's
+        own status otherwise."""
+        self._read_acks()
+        # A signal sent to pytest alone (not to this process) counts too: pytest acknowledged it.
+        got = self.first if self.first is not None else next((a.sig for a in self.acks), None)
+        if got is not None and not self.ready:
+            self._say(f"gameday: {signal_name(got)} before the run started; nothing was injected")
+            return 128 + got
         left = self._pending()
+        restore = f"run `gameday restore --reports {self.ledger.parent.parent}`"
+        if rc < 0 and (got is None or -rc not in HANDLED):
+            if not self.ready:  # its handlers were not in yet: nothing had started
+                self._say(f"gameday: pytest was stopped by {signal.Signals(-rc).name} before the run started; "
+                          "nothing was injected")
+                return 128 - rc
+            # Killed by what no handler can see (kill -9, the OOM killer, a crash): only the ledger knows.
+            self._say(f"\ngameday: pytest (pid {self.proc.pid if self.proc else '?'}) was killed "
+                      f"({signal.Signals(-rc).name}); it could not revert anything")
+            self._say(f"gameday: still in the ledger: {', '.join(left)}: {restore}" if left else
+                      f"gameday: nothing was pending in the ledger from it ({self.ledger})")
+            return 128 + got if got is not None else 128 - rc
+        if got is None:
+            return rc
         reverted = [w for w in self.in_effect if w not in left]
         how = f"exited with code {rc}" if rc >= 0 else f"was killed by {signal.Signals(-rc).name}"
-        self._say(f"gameday: pytest {how} after {signal_name(self.first)}; reverted: "
-                  + (", ".join(reverted) if reverted else "nothing was pending in the ledger when it came"))
+        self._say(f"gameday: pytest {how} after {signal_name(got)}; reverted: "
+                  + (", ".join(reverted) if reverted else "nothing was pending in the ledger when it came")
+                  + f"; exit status {128 + got}")
+        if rc == 0:  # pytest's own handler makes it 2: 0 means the interrupt went astray
+            self._say(f"gameday: pytest reported success although {signal_name(got)} reached it: the run is "
+                      "not a pass; check its report for a fault injected after the signal")
         if left:
-            self._say(f"gameday: still in the ledger: {', '.join(left)}: run `gameday restore "
-                      f"--reports {self.ledger.parent.parent}`")
+            self._say(f"gameday: still in the ledger: {', '.join(left)}: {restore}")
         else:
             self._say(f"gameday: ledger: nothing pending from this run ({self.ledger})")
+        return 128 + got
 
 
 def _cmd_restore(args: argparse.Namespace) -> int:

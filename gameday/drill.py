@@ -56,6 +56,7 @@ from gameday.interfaces import (
     Target,
     liveness_of,
 )
+from gameday.interrupts import INTERRUPTS, Interrupts
 from gameday.load.runner import LoadRunner
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
@@ -107,8 +108,11 @@ class Drill:
         on_block_end: Callable[[FaultWindow], object] | None = None,
         skip_unavailable_faults: bool = False,
         steps: Steps | None = None,
+        interrupts: Interrupts = INTERRUPTS,
     ) -> None:
         self.target = target
+        #: The process's signal policy: no fault is injected once a signal has arrived.
+        self.interrupts = interrupts
         #: A conformance check skips (not applicable, with the reason) where the target cannot
         #: do the fault it needs; a drill asking for such a fault is misconfigured and errors.
         self.skip_unavailable_faults = skip_unavailable_faults
@@ -197,9 +201,12 @@ class Drill:
             ComponentDied: a component the fault does not stop died; every fault reverted.
             LoadCollapsed: the load generator exited or collapsed; every fault reverted.
             RestoreIncomplete: the revert failed; the ledger keeps the entry.
+            KeyboardInterrupt: a signal (Ctrl-C, SIGTERM, SIGHUP) has arrived, even one whose
+                exception something swallowed: nothing is injected after it.
         """
         fk = self.faults.check(kind, region, params, self.region_names)
         action = f"{kind} {region or ''}".strip()
+        self.interrupts.checkpoint(f"before the checks of {action}")
         plan: tuple[str, str] | None = None
         if isinstance(self.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
@@ -258,11 +265,14 @@ class Drill:
                     tl.copy(), self._baseline_start, time.monotonic(),
                     [r for r in self.region_names if r not in already_lost])
                 step.title = phase_steps.baseline_title(step.params)
+            self.interrupts.checkpoint(f"steady state before {label} reached")
             with self.steps.phase(f"inject {label}") as step:
                 step.params = {"fault": kind, "region": region or "-", "parameters": repr(dict(params)),
                                "action": plan[0] if plan else f"{self.target.name} target: {label}",
                                "inverse": plan[1] if plan else "the target's revert of the same fault"}
                 step.title = f"inject {label}: {step.params['action']}"
+                # The absolute gate: a signal has arrived, whatever became of its exception.
+                self.interrupts.refuse_injection(label)
                 entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
                                            attach=registry.attach_path(self.target))
                 # Expected dead from before the call: the watcher must not name the fault's own work.

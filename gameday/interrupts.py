@@ -10,9 +10,17 @@ Ctrl-C. Two things are new:
   signal arriving inside one is remembered and raised when the section ends. A
   *held* shield stays up across calls until released (a revert is shielded from the
   call to ``target.revert`` until the drill's fault block has recorded its result).
-* **Every later signal only reports**: "still reverting: <what>" on stderr. The revert
-  and the teardown then always finish; ``kill -9`` stays the way out, and is safe, since
-  every process of the run dies with it (:mod:`gameday.procs`).
+* **Every later signal only reports**: "still reverting: <what>" on stderr (or, when
+  nothing is being reverted, that the run is stopping). The revert and the teardown then
+  always finish; ``kill -9`` stays the way out, and is safe, since every process of the
+  run dies with it (:mod:`gameday.procs`).
+* **A signal is never lost.** The :class:`KeyboardInterrupt` can be swallowed: raised
+  while a finalizer (``__del__``) runs, Python prints "Exception ignored in ..." and goes
+  on. So a signal that arrives inside a ``__del__`` is not raised there but delivered
+  again a moment later, outside it; one swallowed elsewhere (a weakref callback) is noticed
+  (:func:`sys.unraisablehook`), said, and delivered again; the drill's phase boundaries
+  raise it again (:meth:`Interrupts.checkpoint`); and no fault is injected once a signal
+  has arrived, whatever happened to its exception (:meth:`Interrupts.refuse_injection`).
 
 Signals are process-wide, so the handler state is one object per process
 (:data:`INTERRUPTS`); the session installs and uninstalls it.
@@ -29,14 +37,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 ACK_ENV = "GAMEDAY_SIGNAL_ACK"
 """Set by ``gameday drill``: a file pytest appends ``<signum> <monotonic time>`` to for each
-signal it receives, so the wrapper forwards only signals that did not reach pytest."""
+signal it receives, so the wrapper forwards only signals that did not reach pytest; and
+``ready <monotonic time>`` once its handlers are installed (before that, ``gameday drill``
+starts pytest with SIGINT ignored and stops it itself: nothing has been started yet)."""
+
+READY = "ready"
 
 
 def signal_name(signum: int) -> str:
@@ -52,9 +64,13 @@ class Interrupts:
         self.first_at: float | None = None
         """Its ``time.monotonic()``."""
         self.raised = False
+        """The first signal's KeyboardInterrupt has been raised (and not seen swallowed since)."""
+        self.swallowed = 0
+        """How many times it was seen swallowed (a finalizer's "Exception ignored in")."""
         self.count = 0
-        self.describe: Callable[[], str] = lambda: "cleaning up"
-        """What the run is busy with, for the "still reverting" line."""
+        self.installed_at = time.monotonic()
+        self.describe: Callable[[], str] = lambda: "; ".join(self.busy_with())
+        """What is being reverted or stopped, for the "still reverting" line; empty: nothing."""
         self.ack_path: Path | None = None
         self.err_fd: int | None = None
         """Where messages go: a copy of stderr taken before pytest captured it (else sys.stderr)."""
@@ -62,6 +78,10 @@ class Interrupts:
         self._held: dict[str, str] = {}
         self._previous: dict[int, Any] = {}
         self._installs = 0
+        self._previous_hook: Callable[[Any], object] | None = None
+        self._redelivering = False
+        self._redeliver_timer: threading.Timer | None = None
+        self._said_finalizer = False
 
     # -- installation ------------------------------------------------------------------------
     def install(self, *, ack_path: Path | None = None) -> None:
@@ -77,12 +97,18 @@ class Interrupts:
         if self._installs > 1:
             return
         self.first = self.first_at = None
-        self.raised, self.count = False, 0
+        self.raised, self.count, self.swallowed = False, 0, 0
+        self._redelivering = self._said_finalizer = False
+        self.installed_at = time.monotonic()
         self._shields.clear()
         self._held.clear()
         self.ack_path = ack_path
         for sig in HANDLED:
             self._previous[sig] = signal.signal(sig, self._on_signal)
+        # `gameday drill` starts pytest with SIGINT ignored until now (so an early Ctrl-C
+        # prints no traceback): say that from here on a signal is handled.
+        self._append_ack(f"{READY} {time.monotonic():.6f}")
+        self.watch_unraisable()
 
     def uninstall(self) -> None:
         if threading.current_thread() is not threading.main_thread() or self._installs == 0:
@@ -90,9 +116,41 @@ class Interrupts:
         self._installs -= 1
         if self._installs:
             return
+        if self._redeliver_timer is not None:
+            self._redeliver_timer.cancel()
         for sig, prev in self._previous.items():
             signal.signal(sig, prev)
         self._previous.clear()
+        self.unwatch_unraisable()
+
+    def watch_unraisable(self) -> None:
+        """Notice a KeyboardInterrupt of ours that a finalizer swallowed (chained in front of
+        the current :func:`sys.unraisablehook`; pytest installs its own for the session in its
+        ``pytest_configure``, so the plugin calls this again once the session starts)."""
+        if sys.unraisablehook is self._unraisable or not self.installed:
+            return
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
+
+    def unwatch_unraisable(self) -> None:
+        if sys.unraisablehook is self._unraisable and self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
+        self._previous_hook = None
+
+    def _unraisable(self, unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and self.first is not None and self.installed:
+            self.swallowed += 1
+            self.raised = False  # due again: re-delivered below, raised when its shield ends, or at a checkpoint
+            where = "a finalizer"
+            with contextlib.suppress(Exception):  # e.g. Finalizer.__del__ (repr() is user code: last resort)
+                obj = unraisable.object
+                where = str(getattr(obj, "__qualname__", None) or repr(obj))[:120]
+            self.say(f"gameday: the {signal_name(self.first)} was swallowed by {where} (\"Exception ignored\"); "
+                     "raising it again as soon as that has run; nothing is injected after it")
+            self._redeliver_later()
+            return  # said in one line: the finalizer's traceback of a Ctrl-C would only be noise
+        previous = self._previous_hook or sys.__unraisablehook__
+        previous(unraisable)
 
     @property
     def installed(self) -> bool:
@@ -141,8 +199,42 @@ class Interrupts:
             self.raised = True
             raise KeyboardInterrupt(signal_name(self.first or signal.SIGINT))
 
+    def since(self) -> str:
+        """When the first signal arrived, as ``t+S s`` since the handlers were installed."""
+        return f"t+{(self.first_at or time.monotonic()) - self.installed_at:.2f} s"
+
+    def checkpoint(self, where: str) -> None:
+        """A phase boundary on the way forward (the federation up, the load started, steady
+        state reached): once a signal has arrived, raise it here, even if it was raised
+        before: reaching a step forward after it means its exception was swallowed.
+        Inside a shield this waits for the shield's end, as the signal does."""
+        if self.first is None or self._shields or self._held:
+            return
+        self.raised = True
+        self.watch_unraisable()  # something may have replaced the hook since
+        raise KeyboardInterrupt(f"{signal_name(self.first)} (arrived at {self.since()}; stopping at: {where})")
+
+    def refuse_injection(self, what: str) -> None:
+        """The absolute gate before any fault is injected: no injection once a signal has
+        arrived, whatever became of its exception, shielded or not.
+
+        Raises:
+            KeyboardInterrupt: a signal has arrived (the message names it and when).
+        """
+        if self.first is None:
+            return
+        message = f"gameday: not injecting {what}: {signal_name(self.first)} arrived at {self.since()}"
+        self.say(message)
+        self.raised = True
+        raise KeyboardInterrupt(message)
+
     # -- the handler ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._redelivering:  # our own re-delivery of the first signal (see _deliver)
+            self._redelivering = False
+            if not self.raised:
+                self._deliver(frame)
+            return
         self.count += 1
         self._ack(signum)
         name = signal_name(signum)
@@ -154,9 +246,53 @@ class Interrupts:
                 return
             self.say(f"gameday: {name}: reverting every fault and stopping the run; a second signal "
                      "will not interrupt that")
-            self.raised = True
-            raise KeyboardInterrupt(name)
-        self.say(f"gameday: {name} again: still reverting: {self.describe()}; waiting for it to finish")
+            self._deliver(frame)
+            return
+        if self._due():  # the first one's exception is not raised yet (a finalizer ran): this one stops the run
+            self.say(f"gameday: {name} again: the first {signal_name(self.first)} has not stopped the run yet "
+                     "(it came inside a finalizer); stopping now")
+            self._deliver(frame)
+            return
+        busy = self.describe()
+        if busy:
+            self.say(f"gameday: {name} again: still reverting: {busy}; waiting for it to finish")
+        else:
+            self.say(f"gameday: {name} again: nothing is being reverted and no fault of this run is in effect; "
+                     "the run is stopping (nothing is injected after a signal)")
+
+    def _deliver(self, frame: FrameType | None) -> None:
+        """Raise the first signal's KeyboardInterrupt here, unless *frame* runs inside a
+        finalizer: Python would discard it there ("Exception ignored in ..."), so it is
+        delivered again a moment later, until it lands outside one."""
+        if self._shields or self._held:
+            return  # raised when the shield ends
+        where = _finalizer(frame, self._unraisable.__code__)
+        if where is not None:
+            if not self._said_finalizer:
+                self._said_finalizer = True
+                self.say(f"gameday: the {signal_name(self.first or signal.SIGINT)} arrived inside {where}, a "
+                         "finalizer, where Python would discard it; raising it as soon as that has run")
+            self.raised = False
+            self._redeliver_later()
+            return
+        self.raised = True
+        raise KeyboardInterrupt(signal_name(self.first or signal.SIGINT))
+
+    def _redeliver_later(self) -> None:
+        """Send the first signal to this process again in 10 ms (from a timer thread: the
+        main thread runs the handler at its next step, outside the finalizer by then)."""
+        if self._redeliver_timer is not None and self._redeliver_timer.is_alive():
+            return
+        signum = self.first or signal.SIGINT
+
+        def again() -> None:
+            if self.installed and not self.raised:  # after uninstall it would hit the default action
+                self._redelivering = True
+                os.kill(os.getpid(), signum)
+
+        self._redeliver_timer = threading.Timer(0.01, again)
+        self._redeliver_timer.daemon = True
+        self._redeliver_timer.start()
 
     def say(self, line: str) -> None:
         """Write *line* where the user sees it now, even while pytest captures output."""
@@ -169,14 +305,29 @@ class Interrupts:
             sys.stderr.flush()
 
     def _ack(self, signum: int) -> None:
+        self._append_ack(f"{signum} {time.monotonic():.6f}")
+
+    def _append_ack(self, line: str) -> None:
         if self.ack_path is None:
             return
         with contextlib.suppress(OSError):
             fd = os.open(self.ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(fd, f"{signum} {time.monotonic():.6f}\n".encode())
+                os.write(fd, f"{line}\n".encode())
             finally:
                 os.close(fd)
+
+
+def _finalizer(frame: FrameType | None, hook: CodeType) -> str | None:
+    """The finalizer *frame* runs in (``Finalizer.__del__``, or the unraisable hook *hook*),
+    if any, looking up the stack; None outside one."""
+    depth = 0
+    while frame is not None and depth < 1000:
+        code = frame.f_code
+        if code.co_name == "__del__" or code is hook:
+            return code.co_qualname
+        frame, depth = frame.f_back, depth + 1
+    return None
 
 
 def ledger_pending(path: Path, runner_pid: int | None = None) -> list[str]:

@@ -192,6 +192,22 @@ def pytest_runtest_makereport(
     return report
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # pytest's own unraisable-exception hook is installed by now (its pytest_configure runs
+    # after ours): chain in front of it, so a swallowed Ctrl-C is noticed during the tests.
+    state = session.config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.interrupts.watch_unraisable()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before each test's fixtures: a signal whose exception was swallowed stops the run here.
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.interrupts.checkpoint(f"before {item.nodeid}")
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
     # Outermost: the terminal summary (inside the terminal reporter's sessionfinish) has
@@ -201,6 +217,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
     if state is not None and state.regressed and state.settings.fail_on_regression \
             and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state is not None and state.interrupts.first is not None and session.exitstatus in (
+            pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        # A signal arrived (its exception may have been swallowed): the run never passes.
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
     return result
 
 

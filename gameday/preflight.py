@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gameday.errors import DrillRefused
+from gameday.errors import ConfigError, DrillRefused
 from gameday.parts import RegionInfo
+from gameday.settings import SLO
 from gameday.topology import Timing
 
 
@@ -67,6 +68,46 @@ def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_lim
             f"{arithmetic}, above the switchover limit {switchover_limit:g} s (--gameday-switchover-limit); lower "
             "timing.dns_ttl or raise the limit; nothing was injected")
     return f"clients can move within the switchover limit: {arithmetic} <= {switchover_limit:g} s"
+
+
+def check_verdict_timings(timing: Timing | None, slo: SLO, *, offered: float, where: str) -> None:
+    """The topology's timings that feed a verdict must leave it able to fail.
+
+    * ``stale_after`` below the switchover limit: a proxy lagging the broadcast for the
+      whole limit has already failed the switchover; an alarm that comes only later lies
+      outside the drill, so "no stale-snapshot alarms" could not fail.
+    * The recovery window must hold enough requests to tell an error ratio: at least
+      ``1 / error_ratio`` at the offered load (one failed request is then resolvable at the
+      SLO). A shorter one passes on a window of a few lucky successes while errors go on.
+
+    Checked elsewhere: detection + DNS TTL against the switchover limit (:func:`check_clients_can_move`,
+    per drill), ``heartbeat_interval`` < ``region_timeout`` and ``stale_after`` >
+    ``heartbeat_interval`` (the topology model), the TTL's cap (:data:`gameday.topology.MAX_DNS_TTL`).
+
+    Args:
+        timing: the timings of a federation gameday runs; None for a profile's federation,
+            whose stale detection is its own (only the recovery window is checked).
+        where: the topology or profile file, for messages.
+        offered: the session's offered load, requests/s.
+
+    Raises:
+        ConfigError: naming the file, the field, the value and the limit it serves.
+    """
+    if timing is not None and timing.stale_after >= slo.switchover_limit:
+        raise ConfigError(
+            f"{where}: timing.stale_after: got {timing.stale_after:g} s, expected less than the switchover limit "
+            f"{slo.switchover_limit:g} s (--gameday-switchover-limit): a proxy lagging the broadcast that long has "
+            "already failed the switchover, and its stale-snapshot alarm would come after the drill, so 'no "
+            "stale-snapshot alarms' could never fail; lower timing.stale_after (it must stay above "
+            f"heartbeat_interval, {timing.heartbeat_interval:g} s)", source=where, field="timing.stale_after")
+    if slo.error_ratio > 0 and offered * slo.recovery_window * slo.error_ratio < 1:
+        need = 1 / (offered * slo.error_ratio)
+        raise ConfigError(
+            f"--gameday-recovery-window: got {slo.recovery_window:g} s, expected at least {need:.3g} s at "
+            f"{offered:g} req/s offered ({where}, load.rate, or --gameday-rate) and an error-ratio SLO of "
+            f"{slo.error_ratio:g}: a window must hold 1 / {slo.error_ratio:g} = {1 / slo.error_ratio:g} requests "
+            f"for one failed request to count at that ratio; {offered * slo.recovery_window:.3g} would let a "
+            "window of a few lucky successes pass while clients still fail", field="recovery-window")
 
 
 def dry_run_plan(*, action: str, seed: int, round_index: int, checks: Sequence[str], nodes: Sequence[str],

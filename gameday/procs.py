@@ -136,14 +136,24 @@ def _in_long_lived_thread(fn: Callable[[], Any]) -> Any:
     return fut.result()
 
 
-def spawn(argv: list[str], *, death_signal: int | None = signal.SIGKILL,
+def spawn(argv: list[str], *, death_signal: int | None = signal.SIGKILL, ignore: tuple[int, ...] = (),
           **kwargs: Any) -> subprocess.Popen[bytes]:
     """``subprocess.Popen(argv, **kwargs)`` whose child receives *death_signal* when this
     process dies (``kill -9`` included); None for a child that may outlive us.
 
     SIGKILL is the default: it also ends a child frozen with SIGSTOP by a drill.
+    *ignore*: signals the child starts with ignored (kept across exec; a Python child then
+    installs no KeyboardInterrupt for SIGINT until it sets a handler of its own).
     """
-    preexec = preexec_dies_with_parent(death_signal) if death_signal is not None else None
+    dies = preexec_dies_with_parent(death_signal) if death_signal is not None else None
+
+    def ignoring() -> None:
+        for sig in ignore:
+            signal.signal(sig, signal.SIG_IGN)
+        if dies is not None:
+            dies()
+
+    preexec = ignoring if ignore else dies
     if preexec is None:
         return subprocess.Popen(argv, **kwargs)
     proc: subprocess.Popen[bytes] = _in_long_lived_thread(

@@ -24,8 +24,9 @@ from typing import Any, cast
 
 import pytest
 
+from gameday import preflight
 from gameday.drill import Drill
-from gameday.errors import ConfigError, GamedayError
+from gameday.errors import ConfigError, DrillRefused, GamedayError
 from gameday.faults import Ledger
 from gameday.interfaces import HasSoftware, Target
 from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
@@ -37,9 +38,10 @@ from gameday.reports.history import HistoryRow, append_history, check_regression
 from gameday.reports.steps import NoSteps, Steps
 from gameday.restore import federation_turn
 from gameday.settings import OPTIONS, TARGET_HELP, Settings
+from gameday.statefile import CorruptFile
 from gameday.targets import registry
 from gameday.timeline import FaultWindow
-from gameday.topology import Topology, load_topology
+from gameday.topology import DEFAULT_TOPOLOGY, Topology, load_topology
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,13 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
             state.topology = state.profile.profile.as_topology()
         else:
             state.topology = load_topology(state.settings.topology)
+        # Timings that feed a verdict must let it fail. The topology's run the federation gameday
+        # builds; a profile's federation detects staleness its own way (its timing is not checked).
+        preflight.check_verdict_timings(
+            None if profiled else state.topology.timing, state.settings.slo,
+            offered=state.settings.load.rate or state.topology.load.rate,
+            where=str(state.settings.profile if profiled else
+                      state.settings.topology or f"the built-in topology {DEFAULT_TOPOLOGY}"))
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
     worker_input = getattr(config, "workerinput", None)
@@ -190,7 +199,7 @@ def describe_pending(state: SessionState) -> str:
     if pending:
         parts.append(", ".join(pending) + " (in the ledger, not reverted yet)")
     parts += busy
-    return "; ".join(parts) or "nothing left to revert; finishing the run"
+    return "; ".join(parts)  # empty: nothing is being reverted (the handler says so)
 
 
 class _ShieldedTarget:
@@ -216,6 +225,7 @@ class _ShieldedTarget:
                 setattr(self, attr, getattr(target, attr))
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
+        self._interrupts.refuse_injection(f"{kind} {region or ''}".strip())  # never after a signal
         with self._interrupts.shielded(f"injecting {kind} {region or ''}".strip()):
             self._target.inject(kind, region, params)
 
@@ -284,8 +294,59 @@ def make_target(state: SessionState, workdir: Path, config: pytest.Config | None
 _TARGET_MEMBERS = (*Target.__annotations__, *(n for n in vars(Target) if not n.startswith("_")))
 
 
+def console(config: pytest.Config, line: str) -> None:
+    """Write *line* on the terminal now, even while a test's output is captured."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if tr is None:
+        state = config.stash.get(STATE_KEY, None)
+        (state.interrupts if state is not None else INTERRUPTS).say(line)
+        return
+    with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+        tr.write_line(line)
+
+
+def check_ledger(config: pytest.Config, state: SessionState) -> None:
+    """Before the federation starts: a ledger that cannot be read, or that holds entries no
+    target of this run can revert, is said on the console, and refused unless
+    ``--gameday-ignore-ledger-problems`` (then an unreadable one is moved aside, as
+    ``gameday restore`` does, and unrevertable entries are kept).
+
+    Raises:
+        DrillRefused: either problem, without the option; nothing was started or injected.
+    """
+    ledger = state.ledger
+    go_on = state.settings.ignore_ledger_problems
+    fix = (f"run `gameday restore --reports {state.settings.reports.absolute()}` (it reverts what it can, reports "
+           "the rest and moves an unreadable ledger aside), or --gameday-ignore-ledger-problems to drill anyway")
+    try:
+        entries = ledger.pending()
+    except CorruptFile as exc:
+        what = (f"gameday: the fault ledger {exc.path} is unreadable ({exc.problem}): faults a killed run "
+                "recorded there may still be in effect")
+        if not go_on:
+            console(config, f"{what}; refusing to drill: {fix}")
+            raise DrillRefused(f"{what}; nothing was started or injected: {fix}") from None  # all said
+        console(config, f"{what}; moved aside to {ledger.quarantine()}; going on (--gameday-ignore-ledger-problems)")
+        return
+    known = set(target_names(config))
+    lost = [e for e in entries if e.attach is None and e.target not in known]
+    if not lost:
+        return
+    names = "; ".join(f"{e.what} on target {e.target!r} (entry {e.id}, pid {e.runner_pid})" for e in lost)
+    what = (f"gameday: the fault ledger {ledger.path} holds {len(lost)} entr{'y' if len(lost) == 1 else 'ies'} "
+            f"no target of this run can revert: {names}; the target {'is' if len(lost) == 1 else 'are'} not "
+            f"registered here (known: {', '.join(sorted(known))}) and no attach function was recorded")
+    if not go_on:
+        console(config, f"{what}; refusing to drill: {fix} (a plugin's target: `gameday restore -p MODULE`; "
+                "gone for good: `gameday restore --forget ID`)")
+        raise DrillRefused(f"{what}; nothing was started or injected: {fix}")
+    console(config, f"{what}; kept for `gameday restore`; going on (--gameday-ignore-ledger-problems)")
+
+
 @contextmanager
 def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
+    check_ledger(config, state)
     worker = getattr(config, "workerinput", {}).get("workerid", "main")
     workdir = state.settings.reports / ".gameday" / "federations" / f"{worker}-{run_token()}"
     target = make_target(state, workdir, config)
@@ -294,6 +355,7 @@ def federation(config: pytest.Config, state: SessionState) -> Iterator[Target]:
         target.deploy()
         if isinstance(target, HasSoftware):
             state.software = dict(target.software())
+        state.interrupts.checkpoint(f"the {target.name} federation is up")
         yield target
     finally:
         with state.interrupts.shielded(f"stopping the {target.name} federation"):
@@ -378,6 +440,7 @@ def load(config: pytest.Config, state: SessionState, target: Target, node: pytes
     )
     try:
         runner.start()  # inside the try: a signal while locust starts must still stop it
+        state.interrupts.checkpoint("the load started")
         yield runner
     finally:
         with state.interrupts.shielded("stopping the load generator"):

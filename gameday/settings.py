@@ -88,6 +88,10 @@ class Settings:
     """kind: leave the clusters (and the federation in them) after the run, also those it created."""
     fail_on_regression: bool = False
     """Fail the run on a switchover regression against reports/history.jsonl (else only flag it)."""
+    ignore_ledger_problems: bool = False
+    """Drill although the fault ledger is unreadable or holds entries this run cannot revert
+    (said on the console either way). Off: a fault a killed run left may still be in effect,
+    and a drill on top of it would measure both."""
     run_destructive: bool = True
     drill_lock_timeout: float = 900.0
     """Seconds a drill on a shared federation waits for another process's drill to finish
@@ -332,6 +336,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "not wait)", Number(False, 0, 86_400)),
     OptionSpec("fail-on-regression", "fail the run when a drill's switchover is more than 50 % above the median "
                "of its previous runs (reports/history.jsonl, at least 3)", Flag(), flag=True),
+    OptionSpec("ignore-ledger-problems", "drill although the fault ledger (reports/.gameday/ledger.json) is "
+               "unreadable (it is moved aside) or holds entries no target of this run can revert (they are "
+               "kept); by default such a run is refused before anything starts", Flag(), flag=True),
 )
 OPTION: dict[str, OptionSpec] = {o.name: o for o in OPTIONS}
 
@@ -411,6 +418,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         dry_run=values.get("dry-run", False),
         keep_clusters=values.get("keep-clusters", False),
         fail_on_regression=values.get("fail-on-regression", False),
+        ignore_ledger_problems=values.get("ignore-ledger-problems", False),
         drill_lock_timeout=values.get("drill-lock-timeout", Settings.drill_lock_timeout),
         slo=slo,
         load=LoadSettings(

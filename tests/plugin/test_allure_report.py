@@ -135,7 +135,8 @@ def test_a_drills_allure_results_tell_the_story(pytester: pytest.Pytester) -> No
     # -- run 2: broken (slow broadcasts), another seed and so another region --------------------------
     topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
     topo["control_plane"] = {**topo.get("control_plane", {}), "broadcast_delay": 4}
-    topo["timing"] = {**topo.get("timing", {}), "dns_ttl": 1}
+    # stale_after below the 2 s limit, or the run is refused (its alarm verdict could not fail)
+    topo["timing"] = {**topo.get("timing", {}), "dns_ttl": 1, "stale_after": 1.5}
     (pytester.path / "broken.yaml").write_text(yaml.safe_dump(topo))
     run2 = pytester.runpytest_subprocess(f"--gameday-seed={seed_2}", "--gameday-topology=broken.yaml",
                                          "--gameday-switchover-limit=2", "--gameday-recovery-window=3",

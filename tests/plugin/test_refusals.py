@@ -63,7 +63,9 @@ def test_n_minus_1_and_ttl_refusals_come_before_anything_is_injected(pytester: p
     regions = [{"name": "a", "weight": 50, "fallback": "b", "instances": 2, "capacity_rps": 40},
                {"name": "b", "weight": 30, "fallback": "a", "instances": 2, "capacity_rps": 15},
                {"name": "c", "weight": 20, "fallback": "a", "instances": 2, "capacity_rps": 15}]
-    topo = _topology(pytester, regions=regions)
+    # stale_after below the 4 s limit below, or the session is refused before any drill
+    timing = {**yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())["timing"], "stale_after": 3.0}
+    topo = _topology(pytester, regions=regions, timing=timing)
     pytester.makeini(INI)
     pytester.makepyfile(test_refused=NEVER_INJECT + """
 def test_n_minus_1(drill, never_inject):
@@ -209,3 +211,136 @@ def test_the_dry_run_says_which_parts_are_absent_instead_of_that_they_answer() -
             "(versions are n/a)") in bare
     assert "  6. wait up to 60 s until the GSLB answers a, b again (no entry nodes declared)" in bare
     assert "the control plane answers" not in text and "every entry node" not in text
+
+
+# -- the fault ledger: what a killed run left is said before anything starts ----------------------------
+LEDGER_DRILL = """
+from pathlib import Path
+import pytest
+
+@pytest.mark.gameday
+def test_drill(drill):
+    with drill.fault("gateway_down", "b", baseline=0.5) as fault:
+        Path("injected").write_text("yes")
+        drill.observe_switchover(fault, timeout=30)
+"""
+
+
+def _unknown_target_entry(ledger: Ledger) -> str:
+    entry = ledger.record("gateway_down", "a", {}, "nosuchtarget", {"context": "gone"})
+    return entry.id
+
+
+@pytest.mark.parametrize("problem", ["corrupt", "unknown-target"])
+def test_a_ledger_the_run_cannot_trust_refuses_the_drill_before_anything_starts(
+        pytester: pytest.Pytester, problem: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_drill=LEDGER_DRILL)
+    ledger = Ledger(pytester.path / "reports" / ".gameday" / "ledger.json")
+    if problem == "corrupt":
+        ledger.path.parent.mkdir(parents=True)
+        ledger.path.write_text('{"pending": [{"id": "ab')  # a write cut short
+        expected = f"gameday: the fault ledger {ledger.path} is unreadable (is not valid JSON"
+    else:
+        entry_id = _unknown_target_entry(ledger)
+        expected = (f"holds 1 entry no target of this run can revert: gateway_down a on target 'nosuchtarget' "
+                    f"(entry {entry_id}")
+    before = ledger.path.read_bytes()
+    result = pytester.runpytest_subprocess("-p", "no:randomly", timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0, out
+    assert expected in out, out
+    assert "refusing to drill: run `gameday restore --reports" in out, out
+    assert "nothing was started or injected" in out, out
+    result.assert_outcomes(errors=1)
+    assert not (pytester.path / "injected").exists()
+    assert not (pytester.path / "reports" / ".gameday" / "federations").exists(), "a federation was started"
+    assert ledger.path.read_bytes() == before  # left as found, for `gameday restore`
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("problem", "how"), [("corrupt", "ini"), ("unknown-target", "env")])
+def test_ignore_ledger_problems_says_what_it_found_and_drills(pytester: pytest.Pytester, problem: str,
+                                                             how: str) -> None:
+    pytester.makeini(INI + ("gameday_ignore_ledger_problems = true\n" if how == "ini" else ""))
+    pytester.makepyfile(test_drill=LEDGER_DRILL)
+    ledger = Ledger(pytester.path / "reports" / ".gameday" / "ledger.json")
+    if problem == "corrupt":
+        ledger.path.parent.mkdir(parents=True)
+        ledger.path.write_text("{truncated")
+    else:
+        entry_id = _unknown_target_entry(ledger)
+    if how == "env":
+        pytester._monkeypatch.setenv("GAMEDAY_IGNORE_LEDGER_PROBLEMS", "1")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", timeout=180)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1)
+    assert (pytester.path / "injected").exists()
+    assert "going on (--gameday-ignore-ledger-problems)" in out, out
+    if problem == "corrupt":
+        aside = list(ledger.path.parent.glob("ledger.json.corrupt-*"))
+        assert len(aside) == 1 and aside[0].read_text() == "{truncated", out
+        assert f"moved aside to {aside[0]}" in out, out
+        assert ledger.pending() == []
+    else:
+        assert "kept for `gameday restore`" in out, out
+        assert [e.id for e in ledger.pending()] == [entry_id]  # still there for restore / --forget
+
+
+# -- timings that feed a verdict must let it fail ---------------------------------------------------------
+@pytest.mark.parametrize(("timing", "args", "refused"), [
+    ({"stale_after": 600.0}, [], "topology.yaml: timing.stale_after: got 600 s, expected less than the switchover "
+     "limit 180 s (--gameday-switchover-limit)*'no stale-snapshot alarms' could never fail*"),
+    ({"stale_after": 10.0}, ["--gameday-switchover-limit=10"], "topology.yaml: timing.stale_after: got 10 s, "
+     "expected less than the switchover limit 10 s*"),
+    ({}, ["--gameday-recovery-window=1"], "--gameday-recovery-window: got 1 s, expected at least 1.67 s at 60 req/s "
+     "offered*"),
+    ({}, ["--gameday-recovery-window=5", "--gameday-rate=10"], "--gameday-recovery-window: got 5 s, expected at "
+     "least 10 s at 10 req/s offered*"),
+    # the same values just inside their bounds are accepted: the checks refuse no more than they must
+    ({"stale_after": 9.9}, ["--gameday-switchover-limit=10"], None),
+    ({}, ["--gameday-recovery-window=1.7"], None),
+    ({"stale_after": 179.0}, [], None),
+])
+def test_a_timing_that_would_keep_its_verdict_from_failing_is_refused_naming_file_and_field(
+        pytester: pytest.Pytester, timing: dict[str, float], args: list[str], refused: str | None) -> None:
+    base = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())["timing"]
+    topo = _topology(pytester, timing={**base, **timing})
+    pytester.makeini(INI)
+    pytester.makepyfile(test_t="def test_t(): pass\n")
+    result = pytester.runpytest_subprocess(f"--gameday-topology={topo}", *args, "--co", "-q", timeout=60)
+    if refused is None:
+        assert result.ret == 0, result.stdout.str() + result.stderr.str()
+        return
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: gameday: {pytester.path}/{refused}"
+                                 if refused.startswith("topology") else f"ERROR: gameday: {refused}"])
+
+
+
+PROFILE = {
+    "name": "team",
+    "service": {"fqdn": "app.example.test", "dns": {"server": "127.0.0.1", "port": 9},
+                "load": {"port": 9, "path": "/", "host": "app.example.test"}},
+    "regions": [{"name": "a", "gateway": "127.0.1.1", "weight": 50},
+                {"name": "b", "gateway": "127.0.2.1", "weight": 50}],
+    "load": {"rate": 20},
+}
+
+
+@pytest.mark.parametrize(("window", "refused"), [("3", True), ("5", False)])
+def test_a_profiles_recovery_window_is_checked_against_its_load(pytester: pytest.Pytester, window: str,
+                                                              refused: bool) -> None:
+    # A profile's federation: its stale detection is its own, but gameday judges client recovery.
+    (pytester.path / "team.yaml").write_text(yaml.safe_dump(PROFILE))
+    pytester.makeini(INI)
+    pytester.makepyfile(test_t="def test_t(): pass\n")
+    result = pytester.runpytest_subprocess("--gameday-target=external", "--gameday-profile=team.yaml",
+                                           f"--gameday-recovery-window={window}", "--co", "-q", timeout=60)
+    err = result.stderr.str()
+    if refused:
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, err
+        result.stderr.fnmatch_lines(["ERROR: gameday: --gameday-recovery-window: got 3 s, expected at least 5 s "
+                                     "at 20 req/s offered (*team.yaml, load.rate, or --gameday-rate)*"])
+    else:
+        assert "--gameday-recovery-window" not in err, err  # whatever else this unreachable federation fails on

@@ -475,3 +475,243 @@ def test_helpers_find_a_process_by_its_environment(tmp_path: Path) -> None:
         p.wait()
     assert find_processes(tag) == []
 
+
+
+# -- a signal is never lost: swallowed by a finalizer, it still stops the run ---------------------------
+SWALLOWING = """
+import os, signal, sys, time, weakref
+from gameday.interrupts import INTERRUPTS
+
+SIG = getattr(signal, sys.argv[1])
+
+def signal_and_spin():
+    os.kill(os.getpid(), SIG)
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # the handler runs here, inside the finalizer
+        pass
+
+class Finalizer:
+    def __del__(self):
+        signal_and_spin()
+
+class Referent:
+    pass
+
+INTERRUPTS.install()
+INTERRUPTS.describe = lambda: ""
+try:
+    if sys.argv[2] == "del":
+        Finalizer()  # dropped at once: its __del__ runs now
+    else:  # a weakref callback: no __del__ on the stack, Python discards the exception all the same
+        r = Referent()
+        weakref.finalize(r, signal_and_spin)
+        del r
+    print("went on", flush=True)
+    time.sleep(3)
+    print("not raised", flush=True)
+except KeyboardInterrupt as exc:
+    print("raised after the finalizer:", exc, flush=True)
+print("swallowed", INTERRUPTS.swallowed, flush=True)
+try:
+    INTERRUPTS.refuse_injection("gateway_down b")
+    print("injected", flush=True)
+except KeyboardInterrupt as exc:
+    print("refused:", exc, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("where", ["del", "weakref"])
+def test_a_signal_inside_a_finalizer_is_raised_right_after_it_and_refuses_every_injection(
+        sig: str, where: str) -> None:
+    done = subprocess.run([sys.executable, "-c", SWALLOWING, sig, where], capture_output=True, text=True,
+                          timeout=30, check=False)
+    out, err = done.stdout, done.stderr
+    name = "Ctrl-C (SIGINT)" if sig == "SIGINT" else sig
+    # Not inside the finalizer (where it would be lost) but right after it, in the 3 s sleep at the latest.
+    assert f"raised after the finalizer: {name}\n" in out, (out, err)
+    assert "not raised" not in out, (out, err)
+    assert "injected" not in out, (out, err)
+    assert f"refused: gameday: not injecting gateway_down b: {name} arrived at t+" in out, (out, err)
+    if where == "del":  # seen in the handler: never raised inside the finalizer
+        assert f"gameday: the {name} arrived inside Finalizer.__del__, a finalizer" in err, err
+        assert "swallowed 0" in out, (out, err)
+    else:  # raised inside the callback, discarded by Python, seen by the unraisable hook
+        assert f"gameday: the {name} was swallowed by " in err, err
+        assert "swallowed 1" in out, (out, err)
+    assert "Traceback" not in err, err  # said in one line, no finalizer traceback
+
+
+NOTHING_TO_REVERT = """
+import signal, time
+from gameday.interrupts import INTERRUPTS
+INTERRUPTS.install()
+INTERRUPTS.describe = lambda: ""   # the session's: nothing pending, nothing shielded
+try:
+    print("ready", flush=True)
+    time.sleep(5)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    time.sleep(1.0)   # the teardown: a second signal arrives here
+    print("done", flush=True)
+"""
+
+
+def test_a_second_signal_with_nothing_to_revert_does_not_claim_a_revert() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", NOTHING_TO_REVERT], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGINT)
+    assert proc.stdout.readline() == "interrupted\n"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert out == "done\n", (out, err)
+    assert "still reverting" not in err, err
+    assert "Ctrl-C (SIGINT) again: nothing is being reverted and no fault of this run is in effect" in err, err
+
+
+# A drill that swallows a signal at one phase boundary (SWALLOW_AT): the exception is raised
+# inside a finalizer, which Python ignores ("Exception ignored in ..."), and the test goes on.
+SWALLOW_DRILL = """
+import os, signal, time
+from pathlib import Path
+import pytest
+
+WHERE = os.environ["SWALLOW_AT"]
+SIG = getattr(signal, os.environ["SWALLOW_SIG"])
+
+class Finalizer:
+    def __del__(self):
+        os.kill(os.getpid(), SIG)
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # the handler runs here, inside __del__
+            pass
+
+def swallow(where):
+    if WHERE == where:
+        Path("swallowed-at").write_text(where)
+        Finalizer()  # dropped at once: __del__ runs now
+
+@pytest.fixture(scope="session")
+def federation(federation):
+    swallow("federation-up")
+    return federation
+
+@pytest.fixture
+def load(load):
+    swallow("load-started")
+    return load
+
+@pytest.mark.gameday
+def test_hang(drill, load, monkeypatch):
+    real = drill._steady_state
+    def steady_then_swallow(*args, **kwargs):
+        real(*args, **kwargs)
+        swallow("steady-state")
+    monkeypatch.setattr(drill, "_steady_state", steady_then_swallow)
+    swallow("before-fault")
+    with drill.fault("gateway_down", "b", baseline=1):
+        Path("injected").write_text("yes")
+    Path("passed").write_text("yes")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "sig"), [("federation-up", "SIGINT"), ("load-started", "SIGINT"),
+                                            ("steady-state", "SIGINT"), ("before-fault", "SIGINT"),
+                                            ("steady-state", "SIGTERM")])
+def test_a_signal_swallowed_at_a_phase_boundary_injects_nothing_and_fails_the_run(
+        pytester: pytest.Pytester, where: str, sig: str) -> None:
+    pytester.makeini(INI)
+    pytester.makepyfile(test_hang=SWALLOW_DRILL)
+    d = Drill(pytester.path, env={"SWALLOW_AT": where, "SWALLOW_SIG": sig})
+    rc = d.finish(180)
+    out = d.text()
+    swallowed = pytester.path / "swallowed-at"
+    assert swallowed.exists() and swallowed.read_text() == where, f"the drill never got to {where}:\n{out}"
+    assert not (pytester.path / "injected").exists(), out
+    assert not (pytester.path / "passed").exists(), out
+    signum = getattr(signal, sig)
+    assert rc == 128 + signum, out
+    name = "Ctrl-C (SIGINT)" if sig == "SIGINT" else sig
+    assert f"gameday: the {name} arrived inside Finalizer.__del__, a finalizer" in out, out
+    assert f"pytest exited with code 2 after {name}" in out, out
+    assert "exited with code 0" not in out, out
+    _check_clean(d, rc, reverted=False)
+
+
+# -- the wrapper tells the truth about how pytest ended -------------------------------------------------
+def _printed_paths(out: str) -> list[Path]:
+    """Every path `gameday drill` names as an output of the run."""
+    paths = []
+    for line in out.splitlines():
+        for prefix in ("JUnit: ", "Allure results: ", "figures, timelines and run.json: "):
+            if line.startswith(prefix):
+                paths.append(Path(line[len(prefix):].split("  ")[0]))
+    return paths
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["injected", "started"])
+def test_kill_9_of_pytest_names_what_it_left_and_the_restore_command(hang: Path, when: str) -> None:
+    d = Drill(hang)
+    d.wait_for(when)
+    os.kill(d.pytest_pid(), signal.SIGKILL)
+    rc = d.finish()
+    out = d.text()
+    assert rc == 128 + signal.SIGKILL, out
+    assert "was killed (SIGKILL); it could not revert anything" in out, out
+    assert "Traceback" not in out, out
+    assert all(p.exists() for p in _printed_paths(out)), out
+    assert "JUnit: " not in out, out  # pytest never wrote it
+    reports = (hang / "reports").resolve()
+    if when == "started":
+        assert "gameday: nothing was pending in the ledger from it" in out, out
+        assert _pending(hang / "reports") == []
+        return
+    assert len(_pending(hang / "reports")) == 1, out
+    command = f"gameday restore --reports {reports}"
+    assert f"gameday: still in the ledger: gateway_down b: run `{command}`" in out, out
+    # The command it printed, as printed, puts the federation back.
+    restored = subprocess.run([sys.executable, "-m", "gameday.cli", *command.split()[1:]], cwd=hang,
+                              capture_output=True, text=True, timeout=180, check=False)
+    assert restored.returncode == 0, out + restored.stdout + restored.stderr
+    assert _pending(hang / "reports") == [], out + restored.stdout
+    assert leftovers(d.tag) == [], out + restored.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["int-group", "term-group"])
+def test_a_signal_while_pytest_imports_its_plugins_prints_one_line(hang: Path, how: str) -> None:
+    d = Drill(hang)
+    deadline = time.monotonic() + 30
+    while not any(" -m pytest " in f" {cmd} " for _, cmd in find_processes(d.tag)):
+        assert d.proc.poll() is None and time.monotonic() < deadline, d.text()
+        time.sleep(0.005)
+    time.sleep(0.2)  # pytest is importing itself and its plugins (about 1.5 s)
+    assert not list((hang / "reports" / "runs").glob("*/signals.log")), "too late: pytest is ready already"
+    d.send(how)
+    rc = d.finish(60)
+    out = d.text()
+    sig = signal.SIGINT if how == "int-group" else signal.SIGTERM
+    assert rc == 128 + sig, out
+    name = "Ctrl-C (SIGINT)" if sig == signal.SIGINT else "SIGTERM"
+    assert f"gameday: {name} before the run started; nothing was injected" in out, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert len(out.splitlines()) <= 4, out  # running:, run directory:, the line, removed
+    assert leftovers(d.tag) == []
+    assert not list((hang / "reports" / "runs").iterdir()), out  # nothing was written: no empty directory
+    assert all(p.exists() for p in _printed_paths(out)), out
+
+
+def test_a_usage_error_leaves_no_run_directory_and_names_no_file(hang: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "gameday.cli", "drill", "--test", "test_hang.py",
+                           "--gameday-rounds=zero"], cwd=hang, capture_output=True, text=True, timeout=120,
+                          check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode == 4, out
+    assert "--gameday-rounds" in out, out
+    assert "JUnit: " not in out and "Allure results: " not in out, out
+    assert "run directory: nothing was written; removed" in out, out
+    assert list((hang / "reports" / "runs").iterdir()) == [], out
