@@ -21,7 +21,7 @@ from gameday.fedapp.controlplane.reconciler import Reconciler
 from gameday.fedapp.controlplane.scope import Scope
 from gameday.fedapp.controlplane.store import SnapshotStore
 from gameday.fedapp.skeleton import HttpComponent, Route
-from gameday.fedapp.wire import Json
+from gameday.fedapp.wire import RECONCILE_PATH, Json
 
 MAX_BROADCAST_DELAY = 3600.0
 """The largest ``broadcast_delay`` the fault hook accepts, in seconds."""
@@ -133,7 +133,7 @@ class ControlPlaneHttp(HttpComponent):
         return json_response(await self.reconciler.reconcile(reason="admin"))
 
     def admin_routes(self) -> list[Route]:
-        return [Route("POST", "/admin/reconcile", self._reconcile)]
+        return [Route("POST", RECONCILE_PATH, self._reconcile)]
 
     def public_routes(self) -> list[Route]:
         return [Route("GET", "/snapshot", self._snapshot)]
