@@ -3,6 +3,7 @@ connection of it to the test's real nats-server."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import json
@@ -37,6 +38,8 @@ async def on_bus(rt: Runtime, url: str) -> AsyncIterator[Any]:
         yield rt.nc
     finally:
         rt.stop.set()
-        for task in rt.spawned():
+        spawned = rt.spawned()
+        for task in spawned:
             task.cancel()
+        await asyncio.gather(*spawned, return_exceptions=True)
         await rt.nc.close()
