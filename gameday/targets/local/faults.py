@@ -6,8 +6,8 @@ freeze processes (SIGSTOP / SIGCONT), a ``/readyz`` fault hook (and ``ok``), an 
 (and its opposite), the broadcast delay or an agent's labels (the old value recorded in the
 call's params, so the revert is exact). The admin calls (paths and bodies) are the reference
 app's own, built by :mod:`gameday.fedapp.wire` (the kind/kube plans build theirs there too);
-:meth:`AdminAction.admin_calls` says which ones an action makes. Inject, revert and the dry-run plan all come from
-the one entry; which components a fault stops is the fault's own fact
+an admin action's ``admin_calls`` says which ones it makes (inject and revert use it).
+Inject, revert and the dry-run plan all come from the one entry; which components a fault stops is the fault's own fact
 (:attr:`gameday.faults.Fault.stops`), so the watcher and the action agree by construction.
 
 Extend it from a conftest with ``LOCAL_ACTIONS.register(name, action)`` for a fault added
