@@ -39,6 +39,7 @@ from gameday.fedapp.common import JsonLog, ReadyzFault, connect_nats, every, jso
 from gameday.fedapp.skeleton import HttpComponent, Route, start_http
 from gameday.fedapp.spec import FederationSpec
 from gameday.fedapp.wire import (
+    SLOW_PATH,
     Event,
     Json,
     agent_state_subject,
@@ -319,7 +320,7 @@ class Agent(HttpComponent):
         return json_response({"slow": self.slow})
 
     def admin_routes(self) -> list[Route]:
-        return [Route("POST", "/admin/slow", self.edit_slow)]
+        return [Route("POST", SLOW_PATH, self.edit_slow)]
 
 
 async def serve(spec: FederationSpec, region: str | None, instance: str | None, stop: asyncio.Event) -> None:

@@ -64,6 +64,7 @@ from gameday.fedapp.common import (
     read_json,
 )
 from gameday.fedapp.spec import Endpoint
+from gameday.fedapp.wire import FAULT_PATH
 
 ADMIN_LISTEN_ENV = "GAMEDAY_ADMIN_LISTEN"
 """``host:port`` of the component's own admin listener; unset or empty: admin shares the
@@ -174,7 +175,7 @@ class HttpComponent(ABC):
 
     # -- assembling the applications -------------------------------------------------------------
     def _add_admin(self, app: web.Application) -> None:
-        app.router.add_post("/admin/fault", self._fault)
+        app.router.add_post(FAULT_PATH, self._fault)
         for r in self.admin_routes():
             app.router.add_route(r.method, r.path, r.handler)
         app.router.add_route("*", "/admin/{tail:.*}", self._no_admin)

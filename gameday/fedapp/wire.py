@@ -68,6 +68,8 @@ HTTP endpoints every component serves
 ``/livez``, ``/readyz``, ``/status`` (JSON), ``/metrics`` (Prometheus text),
 ``POST /admin/fault`` (JSON body; fault hooks, see each component). Every ``/admin`` call
 needs ``Authorization: Bearer <the run's token>`` (:func:`gameday.fedapp.common.admin_guard`).
+The admin calls a harness makes are built by :class:`AdminCall`'s builders below (one
+definition for every target that drives the reference app).
 Entry nodes (gateway, proxy) report in ``/status``: ``version``,
 ``routable_regions``, ``excluded_regions``, ``snapshot_age_s``,
 ``last_broadcast_version``, ``stale``, and ``snapshot_scope`` (``global`` or
@@ -79,8 +81,9 @@ to the region's own instances in the regional layout.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 Json = dict[str, Any]
 
@@ -226,3 +229,52 @@ class Diff:
     def from_bytes(cls, data: bytes) -> Diff:
         d = json.loads(data)
         return cls(version=int(d["version"]), full=bool(d["full"]), entries=dict(d["entries"]))
+
+
+# -- the admin calls (what a harness POSTs to a component's admin listener) ---------------------
+FAULT_PATH = "/admin/fault"
+"""Every component's fault hook (:meth:`gameday.fedapp.skeleton.HttpComponent.apply_fault`)."""
+SLOW_PATH = "/admin/slow"
+"""The agent's slow-state edit (labels, quota)."""
+RECONCILE_PATH = "/admin/reconcile"
+"""The control plane's full reconciliation pass (R3), run now."""
+
+ReadyzMode = Literal["ok", "fail", "flap"]
+
+
+@dataclass(frozen=True)
+class AdminCall:
+    """One admin call: ``POST path`` with the JSON *body* (signed with the run's token)."""
+
+    path: str
+    body: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def json(self) -> Json:
+        """The body as a fresh dict (safe to hand to an HTTP client or a plan)."""
+        return dict(self.body)
+
+
+def readyz_fault(mode: ReadyzMode, **seconds: float) -> AdminCall:
+    """Fail or flap ``/readyz`` (``ok`` ends it). *seconds*: ``seconds`` (a one-off failure
+    that long), or ``period`` and ``down`` (a flap)."""
+    return AdminCall(FAULT_PATH, {"readyz": mode, **{k: float(v) for k, v in seconds.items()}})
+
+
+def broadcast_delay(seconds: float) -> AdminCall:
+    """Hold each control-plane version broadcast back *seconds* (0 ends it)."""
+    return AdminCall(FAULT_PATH, {"broadcast_delay": float(seconds)})
+
+
+def drop_broadcasts(drop: bool) -> AdminCall:
+    """Make an entry node ignore (or hear again) every version broadcast."""
+    return AdminCall(FAULT_PATH, {"drop_broadcasts": bool(drop)})
+
+
+def agent_labels(labels: Mapping[str, str]) -> AdminCall:
+    """Replace the region agent's slow-state labels (the snapshot learns them on the next full pass)."""
+    return AdminCall(SLOW_PATH, {"labels": dict(labels)})
+
+
+def reconcile() -> AdminCall:
+    """Run the control plane's full reconciliation pass now."""
+    return AdminCall(RECONCILE_PATH, {})

@@ -451,10 +451,10 @@ def test_two_replicas_cannot_fork_the_version(nats_server: FederationSpec, tmp_p
             cp = ControlPlane(spec, JsonLog(name, stream=io.StringIO()))
             nc = await nats.connect(spec.nats_url)
             conns.append(nc)
-            cp._nc, cp._js = nc, nc.jetstream()
-            cp._kv = await ensure_jetstream(cp._js, spec.run_id)
-            await cp._load()
-            replicas.append(cp)
+            cp.rt.nc, cp.rt.js = nc, nc.jetstream()
+            cp.store.kv = await ensure_jetstream(cp.rt.js, spec.run_id)
+            await cp.store.load()
+            replicas.append(cp.store)
         r1, r2 = replicas
         assert await r1.mutate(lambda s: s.set_entry(A1, {"healthy": True, "weight": 1}))
         # r2 still holds version 0 and revision 0: its write conflicts, it reloads and re-applies
@@ -468,7 +468,7 @@ def test_two_replicas_cannot_fork_the_version(nats_server: FederationSpec, tmp_p
         assert r1.snapshot.version == 3
         assert r1.snapshot.entries == {A1: {"healthy": False, "weight": 1},
                                        A2: {"healthy": True, "weight": 1}}
-        entry = await r1._kv.get("global")
+        entry = await r1.kv.get("global")
         assert json.loads(entry.value)["version"] == 3
         # re-applying an effect already in the store is a no-op, not a bump
         assert not await r2.mutate(lambda s: s.set_entry(A1, {"healthy": False, "weight": 1}))

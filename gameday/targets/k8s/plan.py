@@ -32,6 +32,15 @@ from typing import Any, Protocol
 from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
+from gameday.fedapp.wire import (
+    AdminCall,
+    ReadyzMode,
+    agent_labels,
+    broadcast_delay,
+    drop_broadcasts,
+    readyz_fault,
+    reconcile,
+)
 from gameday.tables import Table
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -162,11 +171,11 @@ def plan_down(topology: Topology, only: Sequence[str] | None = None) -> list[Op]
 
 
 # -- faults -----------------------------------------------------------------------------------------
-def _hooks(topology: Topology, region: str, component: str, body: dict[str, Any]) -> list[Op]:
+def _hooks(topology: Topology, region: str, component: str, admin: AdminCall) -> list[Op]:
     """Hook ops for *component* of *region*: one for a Deployment's pods, one per app instance
     (each instance listens on its own port)."""
     if component != "app":
-        return [_admin(region, component, topology, body)]
+        return [_admin(region, component, topology, admin)]
     ops = []
     for k in range(1, topology.region(region).instances + 1):
         sel = {**o.selector(topology, "app"), o.LABEL_APP_INSTANCE: f"{region}-{k}"}
@@ -178,8 +187,8 @@ def _hooks(topology: Topology, region: str, component: str, body: dict[str, Any]
                 name=f"app-{k}",
                 port=o.ADMIN_PORT,
                 selector=_selector_string(sel),
-                path="/admin/fault",
-                body=body,
+                path=admin.path,
+                body=admin.json(),
             )
         )
     return ops
@@ -193,9 +202,7 @@ def _admin(
     cluster: str,
     component: str,
     topology: Topology,
-    body: dict[str, Any],
-    *,
-    path: str = "/admin/fault",
+    admin: AdminCall,
 ) -> Op:
     """An admin call on *component*'s pods, to their loopback admin port
     (:data:`~gameday.targets.k8s.objects.ADMIN_PORT`), which only a port-forward reaches."""
@@ -207,8 +214,8 @@ def _admin(
         name=component,
         selector=sel,
         port=o.ADMIN_PORT,
-        path=path,
-        body=body,
+        path=admin.path,
+        body=admin.json(),
     )
 
 
@@ -339,11 +346,11 @@ class DenyPolicy:
 @dataclass(frozen=True)
 class Hook:
     """The fedapp's own fault hook on every pod of *component* in the region (the hooks the
-    local target uses): the body built from the call / the *off* body."""
+    local target uses): the call built from the fault call / the *off* call."""
 
     component: str
-    on: Callable[[FaultCall], dict[str, Any]]
-    off: Mapping[str, Any]
+    on: Callable[[FaultCall], AdminCall]
+    off: AdminCall
 
     def reads(self, call: FaultCall) -> Reads:
         return Reads()
@@ -352,7 +359,7 @@ class Hook:
         return _hooks(topology, call.need_region(), self.component, self.on(call))
 
     def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
-        return _hooks(topology, call.need_region(), self.component, dict(self.off))
+        return _hooks(topology, call.need_region(), self.component, self.off)
 
 
 @dataclass(frozen=True)
@@ -364,7 +371,7 @@ class BroadcastDelay:
         return Reads(broadcast_delay=True)
 
     def _op(self, topology: Topology, seconds: float) -> Op:
-        return _admin(GLOBAL_CLUSTER, "controlplane", topology, {"broadcast_delay": seconds})
+        return _admin(GLOBAL_CLUSTER, "controlplane", topology, broadcast_delay(seconds))
 
     def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
         call.params["previous"] = observed.broadcast_delay
@@ -390,20 +397,20 @@ class AgentLabels:
                 f"fault 'region_labels' needs the parameter 'labels' (a mapping), got {labels!r}"
             )
         call.params["previous"] = dict(observed.labels.get(r, {}))
-        return [_admin(r, "agent", topology, {"labels": dict(labels)}, path="/admin/slow")]
+        return [_admin(r, "agent", topology, agent_labels(labels))]
 
     def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
         r = call.need_region()
         old_labels = dict(call.params.get("previous", topology.region(r).labels))
-        ops = [_admin(r, "agent", topology, {"labels": old_labels}, path="/admin/slow")]
+        ops = [_admin(r, "agent", topology, agent_labels(old_labels))]
         return [*ops, *plan_reconcile(topology)]
 
 
-_OK = {"readyz": "ok"}
+_OK = readyz_fault("ok")
 
 
-def _readyz(mode: str, *timed: str) -> Callable[[FaultCall], dict[str, Any]]:
-    return lambda call: {"readyz": mode, **{p: float(call.value(p)) for p in timed}}
+def _readyz(mode: ReadyzMode, *timed: str) -> Callable[[FaultCall], AdminCall]:
+    return lambda call: readyz_fault(mode, **{p: float(call.value(p)) for p in timed})
 
 
 K8S_ACTIONS: Table[K8sAction] = Table("kube fault action", {
@@ -418,7 +425,7 @@ K8S_ACTIONS: Table[K8sAction] = Table("kube fault action", {
     "gateway_unready": Hook("gateway", _readyz("fail"), _OK),
     "instances_unready": Hook("app", _readyz("fail"), _OK),
     "instances_hung": DenyPolicy("gameday-fault-instances-hung", "app", ("Ingress",)),
-    "proxy_cut_off": Hook("proxy", lambda call: {"drop_broadcasts": True}, {"drop_broadcasts": False}),
+    "proxy_cut_off": Hook("proxy", lambda call: drop_broadcasts(True), drop_broadcasts(False)),
     "region_labels": AgentLabels(),
 })
 """Fault name -> how the kind and kube targets plan it (see the module docstring)."""
@@ -503,5 +510,5 @@ def plan_rollout(topology: Topology, region: str, stamp: str) -> list[Op]:
 def plan_reconcile(topology: Topology) -> list[Op]:
     """The control plane's full reconciliation pass (R3), through the pod proxy."""
     return [
-        _admin(GLOBAL_CLUSTER, "controlplane", topology, {}, path="/admin/reconcile")
+        _admin(GLOBAL_CLUSTER, "controlplane", topology, reconcile())
     ]

@@ -13,6 +13,7 @@ import httpx
 from gameday.errors import ComponentFailed, ConfigError, FaultError, TargetError, TargetUnreachable
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
+from gameday.fedapp import wire
 from gameday.fedapp.wire import broadcast_subject
 from gameday.interfaces import SUPERVISOR_ROLE, ComponentState, Endpoints, RegionInfo
 from gameday.observers.reference import log_file_alarms, reference_sources
@@ -218,7 +219,8 @@ class LocalTarget:
     # -- slow state and releases ------------------------------------------------------------
     def reconcile(self) -> dict[str, Any]:
         try:
-            return self.fed.admin("controlplane", {}, path="/admin/reconcile")
+            admin = wire.reconcile()
+            return self.fed.admin("controlplane", admin.json(), path=admin.path)
         except FaultError as exc:
             raise TargetError(f"full reconciliation pass failed: {exc}") from exc
 

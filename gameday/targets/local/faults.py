@@ -4,8 +4,10 @@
 :class:`~gameday.targets.local.federation.LocalFederation`: stop a process (and start it again),
 freeze processes (SIGSTOP / SIGCONT), a ``/readyz`` fault hook (and ``ok``), an admin hook
 (and its opposite), the broadcast delay or an agent's labels (the old value recorded in the
-call's params, so the revert is exact). Inject, revert and the dry-run plan all come from
-the one entry; which components a fault stops is the fault's own fact
+call's params, so the revert is exact). The admin calls (paths and bodies) are the reference
+app's own, built by :mod:`gameday.fedapp.wire` (the kind/kube plans build theirs there too);
+an admin action's ``admin_calls`` says which ones it makes (inject and revert use it).
+Inject, revert and the dry-run plan all come from the one entry; which components a fault stops is the fault's own fact
 (:attr:`gameday.faults.Fault.stops`), so the watcher and the action agree by construction.
 
 Extend it from a conftest with ``LOCAL_ACTIONS.register(name, action)`` for a fault added
@@ -15,14 +17,23 @@ to :data:`gameday.faults.FAULTS`.
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from gameday.errors import FaultError
 from gameday.faults.model import Action, FaultCall
+from gameday.fedapp.wire import (
+    AdminCall,
+    ReadyzMode,
+    agent_labels,
+    broadcast_delay,
+    drop_broadcasts,
+    readyz_fault,
+    reconcile,
+)
 from gameday.tables import Table
 from gameday.targets.local.federation import LocalFederation
 
@@ -36,6 +47,8 @@ class Components:
 
     pick: Callable[[LocalFederation, FaultCall], list[str]]
     label: str | None = None
+    role: str | None = None
+    """The one role of every process picked (``gateway``), if they share one."""
 
     def names(self, fed: LocalFederation, call: FaultCall) -> list[str]:
         return self.pick(fed, call)
@@ -45,8 +58,9 @@ class Components:
 
 
 def one(template: str) -> Components:
-    """A single component, ``{region}`` filled in: ``one("gateway-{region}")``."""
-    return Components(lambda fed, call: [template.format(region=call.region)])
+    """A single component, ``{region}`` filled in: ``one("gateway-{region}")`` (role ``gateway``)."""
+    role = template.split("-{", maxsplit=1)[0]
+    return Components(lambda fed, call: [template.format(region=call.region)], role=role)
 
 
 def app_instances(fed: LocalFederation, region: str) -> list[str]:
@@ -57,7 +71,7 @@ def app_instances(fed: LocalFederation, region: str) -> list[str]:
 region_gateway = one("gateway-{region}")
 region_proxy = one("proxy-{region}")
 region_agent = one("agent-{region}")
-region_apps = Components(lambda fed, call: app_instances(fed, call.need_region()))
+region_apps = Components(lambda fed, call: app_instances(fed, call.need_region()), role="app")
 region_all = Components(lambda fed, call: fed.region_components(call.need_region()),
                         label="every process of region {region}")
 
@@ -114,26 +128,36 @@ class Freeze:
         return f"freeze {names} (SIGSTOP)", f"resume {names} (SIGCONT)"
 
 
+AdminCalls = list[tuple[str, AdminCall]]
+"""``(role, call)``: the admin calls an action makes, each on every process it picks of that role."""
+
+
+def _post(fed: LocalFederation, names: list[str], admin: AdminCall) -> None:
+    for name in names:
+        fed.admin(name, admin.json(), path=admin.path)
+
+
 @dataclass(frozen=True)
 class Readyz:
     """The components' ``/readyz`` fault hook: *mode* (``fail`` or ``flap``) with the fault's
     *timed* parameters (seconds); revert sets ``ok``."""
 
     who: Components
-    mode: str = "fail"
+    mode: ReadyzMode = "fail"
     timed: tuple[str, ...] = ()
 
-    def _body(self, call: FaultCall) -> dict[str, Any]:
-        return {"readyz": self.mode, **{p: float(call.value(p)) for p in self.timed}}
+    def admin_calls(self, call: FaultCall, *, revert: bool = False) -> AdminCalls:
+        mode: ReadyzMode = "ok" if revert else self.mode
+        timed = {} if revert else {p: float(call.value(p)) for p in self.timed}
+        return [(str(self.who.role), readyz_fault(mode, **timed))]
 
     def inject(self, fed: LocalFederation, call: FaultCall) -> None:
-        body = self._body(call)
-        for name in self.who.names(fed, call):
-            fed.set_readyz_fault(name, body)
+        for _, admin in self.admin_calls(call):
+            _post(fed, self.who.names(fed, call), admin)
 
     def revert(self, fed: LocalFederation, call: FaultCall) -> None:
-        for name in self.who.names(fed, call):
-            fed.set_readyz_fault(name, {"readyz": "ok"})
+        for _, admin in self.admin_calls(call, revert=True):
+            _post(fed, self.who.names(fed, call), admin)
 
     def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
         names = self.who.words(fed, call)
@@ -144,22 +168,22 @@ class Readyz:
 
 @dataclass(frozen=True)
 class Hook:
-    """POST *on* to each component's admin *path*; revert POSTs *off*."""
+    """POST the admin call *on* to each component; revert POSTs *off*."""
 
     who: Components
-    on: Mapping[str, Any]
-    off: Mapping[str, Any]
+    on: AdminCall
+    off: AdminCall
     words: tuple[str, str]
     """``(inject, revert)`` in words, ``{names}`` filled in."""
-    path: str = "/admin/fault"
+
+    def admin_calls(self, call: FaultCall, *, revert: bool = False) -> AdminCalls:
+        return [(str(self.who.role), self.off if revert else self.on)]
 
     def inject(self, fed: LocalFederation, call: FaultCall) -> None:
-        for name in self.who.names(fed, call):
-            fed.admin(name, dict(self.on), path=self.path)
+        _post(fed, self.who.names(fed, call), self.on)
 
     def revert(self, fed: LocalFederation, call: FaultCall) -> None:
-        for name in self.who.names(fed, call):
-            fed.admin(name, dict(self.off), path=self.path)
+        _post(fed, self.who.names(fed, call), self.off)
 
     def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
         names = self.who.words(fed, call)
@@ -171,11 +195,19 @@ class BroadcastDelay:
     """The control plane holds each broadcast back ``seconds``; the old delay is recorded as
     ``previous`` and set again by the revert (0 if the record was lost)."""
 
+    def admin_calls(self, call: FaultCall, *, revert: bool = False) -> AdminCalls:
+        seconds = float(call.params.get("previous", 0.0)) if revert else float(call.value("seconds"))
+        return [("controlplane", broadcast_delay(seconds))]
+
     def inject(self, fed: LocalFederation, call: FaultCall) -> None:
-        call.params["previous"] = fed.set_broadcast_delay(float(call.value("seconds")))
+        previous = float(fed.get_json("controlplane").get("broadcast_delay", 0.0))
+        (_, admin), = self.admin_calls(call)
+        _post(fed, ["controlplane"], admin)
+        call.params["previous"] = previous
 
     def revert(self, fed: LocalFederation, call: FaultCall) -> None:
-        fed.set_broadcast_delay(float(call.params.get("previous", 0.0)))
+        (_, admin), = self.admin_calls(call, revert=True)
+        _post(fed, ["controlplane"], admin)
 
     def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
         return (f"hold each control-plane broadcast back {float(call.value('seconds')):g} s (the current delay "
@@ -188,18 +220,24 @@ class AgentLabels:
     revert puts them back and runs the control plane's full reconciliation pass, since the
     snapshot learns slow state only on that pass (R3)."""
 
-    reconcile_path: str = field(default="/admin/reconcile")
+    def admin_calls(self, call: FaultCall, *, revert: bool = False) -> AdminCalls:
+        if not revert:
+            return [("agent", agent_labels(dict(call.value("labels"))))]
+        # "previous" absent: the injection never changed anything, only the pass is run
+        put_back = [("agent", agent_labels(dict(call.params["previous"])))] if "previous" in call.params else []
+        return [*put_back, ("controlplane", reconcile())]
+
+    def _run(self, fed: LocalFederation, call: FaultCall, calls: AdminCalls) -> None:
+        for role, admin in calls:
+            _post(fed, [f"agent-{call.need_region()}" if role == "agent" else role], admin)
 
     def inject(self, fed: LocalFederation, call: FaultCall) -> None:
         region = call.need_region()
         call.params["previous"] = dict(_agent_slow(fed, region)["labels"])  # the ledger keeps it too
-        fed.admin(f"agent-{region}", {"labels": dict(call.value("labels"))}, path="/admin/slow")
+        self._run(fed, call, self.admin_calls(call))
 
     def revert(self, fed: LocalFederation, call: FaultCall) -> None:
-        region = call.need_region()
-        if "previous" in call.params:  # absent: the injection never changed anything
-            fed.admin(f"agent-{region}", {"labels": dict(call.params["previous"])}, path="/admin/slow")
-        fed.admin("controlplane", {}, path=self.reconcile_path)
+        self._run(fed, call, self.admin_calls(call, revert=True))
 
     def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
         r = call.region
@@ -227,7 +265,7 @@ LOCAL_ACTIONS: Table[LocalAction] = Table("local fault action", {
     "gateway_unready": Readyz(region_gateway),
     "instances_unready": Readyz(region_apps),
     "instances_hung": Freeze(region_apps),
-    "proxy_cut_off": Hook(region_proxy, {"drop_broadcasts": True}, {"drop_broadcasts": False},
+    "proxy_cut_off": Hook(region_proxy, drop_broadcasts(True), drop_broadcasts(False),
                           ("make {names} drop every version broadcast", "let {names} hear broadcasts again")),
     "region_labels": AgentLabels(),
 })

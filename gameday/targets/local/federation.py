@@ -43,6 +43,7 @@ from typing import Any
 import httpx
 
 from gameday.errors import ComponentFailed, FaultError, GamedayError, TargetError
+from gameday.fedapp import wire
 from gameday.fedapp.spec import Endpoint, FederationSpec
 from gameday.interrupts import INTERRUPTS
 from gameday.procs import pid_alive, spawn, starttime
@@ -478,7 +479,8 @@ class LocalFederation:
     def set_broadcast_delay(self, seconds: float) -> float:
         """Delay the control plane's version broadcasts; returns the previous delay (the inverse)."""
         before = float(self.get_json("controlplane").get("broadcast_delay", 0.0))
-        self.admin("controlplane", {"broadcast_delay": seconds})
+        admin = wire.broadcast_delay(seconds)
+        self.admin("controlplane", admin.json(), path=admin.path)
         return before
 
     def set_readyz_fault(self, name: str, body: dict[str, Any]) -> None:
