@@ -277,16 +277,17 @@ def judge(window: Window, value: float | None, resolution: float, *, slack: floa
           injection_uncertainty: float = 0.0) -> Judgement:
     """Judge one measured figure (seconds after ``t_fault``, ``± resolution``) against *window*.
 
-    Late: above ``latest + resolution + slack``. Early: below ``earliest - resolution - slack -
-    injection_uncertainty`` (the fault may have taken effect anywhere during its injection
-    call, which ended at ``t_fault``).
+    Late: above ``latest + resolution + slack`` (the slack absorbs a busy machine's scheduling
+    delays, which only ever make a figure later). Early: below ``earliest - resolution -
+    injection_uncertainty`` (the fault may have taken effect anywhere during its injection call,
+    which ended at ``t_fault``); no slack there: nothing healthy makes a figure early.
     """
     if not window.known:
         return Judgement(outcome="n/a")
     if value is None:
         return Judgement(outcome="not reached")
     late_tol = resolution + slack
-    early_tol = resolution + slack + injection_uncertainty
+    early_tol = resolution + injection_uncertainty
     if value > window.latest + late_tol:
         return Judgement(outcome="late", by=value - window.latest - late_tol, tolerance_late=late_tol,
                          tolerance_early=early_tol)
