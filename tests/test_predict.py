@@ -90,10 +90,9 @@ def _result(*, switch_at: float, dns_at: float, cp_at: float, errors_until: floa
         t = i * 0.05
         tl.add(RequestRec(t, 0 if t_fault <= t < errors_until and i % 3 == 0 else 200, 0.01))
     window = FaultWindow("gateway_down", "b", t_fault, t_fault, t_revert=19.0, t_restored=19.5)
-    res = DrillResult(fault=window, timeline=tl, slo=SLO(recovery_window=3.0), survivors=NODES, capacity={},
-                      offered=1, margin=0, lost=("b",), started=0.0, switchover_observed=True,
-                      prediction=predict(timing, "gateway_down", "at once", entry_nodes_route=True))
-    return res
+    return DrillResult(fault=window, timeline=tl, slo=SLO(recovery_window=3.0), survivors=NODES, capacity={},
+                       offered=1, margin=0, lost=("b",), started=0.0, switchover_observed=True,
+                       prediction=predict(timing, "gateway_down", "at once", entry_nodes_route=True))
 
 
 def test_a_drill_inside_its_windows_passes_all_three() -> None:
@@ -137,8 +136,8 @@ def test_clients_holding_the_address_past_the_ttl_are_named() -> None:
 def test_faster_than_the_stated_timing_fails_too() -> None:
     # every node moved 0.1 s after the fault: 3 checks 0.2 s apart cannot have failed by then
     res = _result(switch_at=1.1, dns_at=1.1, cp_at=1.05, errors_until=1.2)
-    with pytest.raises(AssertionError, match="faster than the stated timing allows .* the fault did not take "
-                       "effect as declared, or the timing is wrong"):
+    with pytest.raises(AssertionError, match=r"faster than the stated timing allows .* the fault did not take "
+                       r"effect as declared, or the timing is wrong"):
         res.assert_as_predicted()
     assert [v.outcome for v in res.verdicts] == ["fail", "fail", "pass"]  # client recovery has no lower bound
 
