@@ -599,6 +599,7 @@ class Profile(_Model):
 
     def _timing(self) -> Timing:
         given = self.timing.model_dump(exclude_none=True) if self.timing is not None else {}
+        given.pop("propagation", None)  # the prediction's input (ExternalTarget.stated_timing), no Timing field
         return Timing(**given)
 
     def as_topology(self) -> Topology:
