@@ -499,15 +499,14 @@ class Drill:
                                "plan a fault without injecting it; nothing was injected")
         self.target.check_health(timeout=15)  # read-only: a dry run says whether the drill could start
         ep = self.target.endpoints()
-        if len(lost) > 0 and region is not None and region in lost:
-            # The same prediction (and the same refusal of a contradicted TTL) as the drill's.
-            checks = [*checks, *self.prediction(self.faults[kind], action,
-                                                entry_nodes_route=bool(ep.entry_nodes)).lines()]
+        # The same prediction (and the same refusal of a contradicted TTL) as the drill's.
+        prediction = self.prediction(self.faults[kind], action, entry_nodes_route=bool(ep.entry_nodes)).lines() \
+            if region is not None and region in lost else []
         plan = preflight.dry_run_plan(
             action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
             nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
             baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
-            restore_timeout=restore_timeout)
+            restore_timeout=restore_timeout, prediction=prediction)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)

@@ -71,13 +71,15 @@ def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_lim
 
 def dry_run_plan(*, action: str, seed: int, round_index: int, checks: Sequence[str], nodes: Sequence[str],
                  regions: Sequence[str], baseline: float, ledger: str, inject: str, revert: str,
-                 restore_timeout: float) -> list[str]:
-    """The lines a dry run prints: what passed, then the drill's phases in order."""
+                 restore_timeout: float, prediction: Sequence[str] = ()) -> list[str]:
+    """The lines a dry run prints: what passed, the prediction (DESIGN.md §8; its lines as
+    :meth:`gameday.verdicts.predict.Prediction.lines` gives them), then the drill's phases in order."""
     everywhere = ", ".join(regions)
     return [
         f"dry run of {action} (seed {seed}, round {round_index + 1}): nothing was injected",
         *(f"  passed: {c}" for c in checks),
         "  passed: the federation is healthy",
+        *(f"  {line}" for line in prediction),
         f"  1. steady state for {baseline:g} s: {', '.join(nodes)} route to {everywhere}; the control plane answers",
         f"  2. record the fault in the ledger {ledger}",
         f"  3. inject {action}: {inject}",
