@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gameday.settings import SLO
@@ -147,3 +149,24 @@ def test_an_unknown_input_is_na_with_the_reason() -> None:
     verdicts = res.assert_as_predicted()  # n/a never raises, never passes
     assert [v.outcome for v in verdicts] == ["n/a", "n/a", "n/a"]
     assert "not stated (profile p)" in verdicts[0].detail
+
+
+def test_every_built_in_target_states_its_timing() -> None:
+    from gameday.interfaces import StatesTiming
+    from gameday.targets.external import ExternalTarget
+    from gameday.targets.k8s.kind import KindTarget
+    from gameday.targets.k8s.kube import KubeTarget
+    from gameday.targets.k8s.profiled import ProfileKubeTarget
+    from gameday.targets.local import LocalTarget
+
+    for cls in (LocalTarget, KindTarget, KubeTarget, ExternalTarget, ProfileKubeTarget):
+        assert issubclass(cls, StatesTiming), cls
+
+
+def test_the_local_target_states_the_topology_it_runs(tmp_path: Path) -> None:
+    from gameday.targets.local import LocalTarget
+
+    target = LocalTarget(load_topology().with_overrides(control_plane={"broadcast_delay": 1.5}), tmp_path / "fed")
+    t = target.stated_timing()  # planned, never started
+    assert (t.probe_interval, t.fall, t.dns_ttl, t.entry_propagation) == (0.2, 3, 5.0, pytest.approx(1.6))
+    assert t.source == "topology 'local'" and target.timing_contradiction() is None
