@@ -51,7 +51,14 @@ _SHORT = {"switchover": "sw", "dns_convergence": "dns", "client_recovery": "clie
 
 def _vs_prediction(d: dict[str, Any]) -> str:
     """``ok`` when every figure is inside its predicted window; else each one that is not
-    (``sw +1.10s late``); ``n/a`` with the first reason when none has a window."""
+    (``sw +1.10s late``); ``n/a`` with the first reason when none has a window; ``(not
+    asserted)`` after it when the test did not call ``assert_as_predicted``."""
+    cell = _vs_prediction_cell(d)
+    asserted = any(str(v.get("name", "")).endswith("_vs_prediction") for v in d.get("verdicts") or [])
+    return cell if asserted or cell == "-" else f"{cell} (not asserted)"
+
+
+def _vs_prediction_cell(d: dict[str, Any]) -> str:
     vs = d.get("vs_prediction")
     if not isinstance(vs, dict) or not vs:
         return "-"
