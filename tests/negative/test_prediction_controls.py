@@ -20,8 +20,11 @@ pytestmark = pytest.mark.slow
 
 HEADLINE = "gameday/test_gateway_outage.py"
 HEADLINE_ID = "test_gateway_outage.py::test_random_gateway_outage"
-TTL_1 = {"timing": {"dns_ttl": 1}}
-"""TTL 1 s keeps the drill short; the prediction reads it from the topology."""
+TTL_1 = {"timing": {"dns_ttl": 1, "probe_timeout": 0.5}}
+"""TTL 1 s keeps the drill short; the prediction reads it from the topology. Probe timeout
+0.5 s (not 0.15): on a starved machine (load average ~50) the 0.15 s checks of *healthy*
+gateways timed out and the GSLB failed open, which failed the 180 s DNS verdict before the
+one under test; a stopped gateway refuses at once, so detection does not depend on it."""
 OPTS = ("--gameday-recovery-window=3", "--gameday-utilisation-limit=0.95")
 """A short recovery window; and a utilisation limit the 1 s peak of a healthy survivor under
 this load cannot reach (it was seen at 81 % of 80 % once): this file controls the
