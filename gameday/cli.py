@@ -126,6 +126,10 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
         argv += ["--gameday-target=external", f"--gameday-profile={Path(args.profile).resolve()}"]
     if args.rounds is not None:
         argv.append(f"--gameday-rounds={args.rounds}")
+    if args.prediction_slack is not None:
+        argv.append(f"--gameday-prediction-slack={args.prediction_slack}")
+    if args.accept_observed_ttl:
+        argv.append("--gameday-accept-observed-ttl")
     config = _project_config(Path.cwd())
     if config is not None:  # the project's configuration (its gameday options, markers) applies
         argv += ["-c", str(config), f"--rootdir={config.parent}"]
@@ -448,6 +452,14 @@ def main(argv: list[str] | None = None) -> int:
     dr.add_argument("--rounds", type=settings.cli_type("rounds"), help="repeat the drill N times with seeded picks")
     dr.add_argument("--reports", default="reports", type=settings.cli_type("reports"),
                     help="where run data goes (default: reports)")
+    dr.add_argument("--prediction-slack", metavar="SECONDS", type=settings.cli_type("prediction-slack"),
+                    help="besides the 180 s limit, each figure is judged against the window the federation's own "
+                    "timing predicts (detection fall x probe_interval [+ timeouts], propagation, DNS TTL; printed "
+                    "in the header): seconds it may lie beyond that window and its resolution and still pass "
+                    "(default 0.3, measured on the reference federation; README, 'Predictions')")
+    dr.add_argument("--accept-observed-ttl", action="store_true",
+                    help="with --profile: drill although the DNS server answers with another TTL than the "
+                    "profile's timing.dns_ttl, judging with the observed one (default: refuse, nothing injected)")
     dr.add_argument("--test", help="run this pytest node id (a drill of your own) instead of the headline "
                     "drill, from the current directory")
     dr.set_defaults(fn=_cmd_drill)

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -47,12 +47,13 @@ from gameday.errors import (
     RestoreIncomplete,
     TargetUnreachable,
 )
-from gameday.faults import FAULTS, Ledger
+from gameday.faults import FAULTS, Fault, Ledger
 from gameday.interfaces import (
     ComponentState,
     FaultPlanner,
     HasFaults,
     SharedFederation,
+    StatesTiming,
     Target,
     liveness_of,
 )
@@ -67,6 +68,7 @@ from gameday.settings import Settings
 from gameday.targets import registry
 from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline, abort_reason
 from gameday.topology import Timing, Topology
+from gameday.verdicts.predict import Prediction, predict, unpredicted
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -255,6 +257,11 @@ class Drill:
         survivors = tuple(n.name for n in observer.sources.entry_nodes if n.region not in lost)
         active: ActiveFault | None = None
         try:
+            # After the health check (it reads the TTL the DNS server answers with), before anything
+            # is injected: a stated timing the federation contradicts refuses the drill here.
+            prediction = self.prediction(fk, action, entry_nodes_route=any(
+                getattr(n, "routable", "") is not None for n in observer.sources.entry_nodes)) \
+                if len(lost) > len(already_lost) else None
             self._phase = "baseline"
             self._baseline_start = time.monotonic()
             tl.mark(self._baseline_start, "baseline")
@@ -300,7 +307,7 @@ class Drill:
                 alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
                 clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
                 utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
-                on_verdict=self.steps.verdict,
+                on_verdict=self.steps.verdict, prediction=prediction,
             )
             if self._lock_note is not None:
                 result.notes["drill lock"] = self._lock_note
@@ -462,6 +469,31 @@ class Drill:
             timing = topo.timing if isinstance(topo, Topology) else None
         return preflight.check_clients_can_move(timing, self.dns_ttl, self.slo.switchover_limit, action=action)
 
+    def prediction(self, fault: Fault, action: str, *, entry_nodes_route: bool) -> Prediction:
+        """The windows the federation's own timing predicts for *fault* (DESIGN.md §8).
+
+        Asked after the target's health check (an external target reads the DNS server's TTL
+        there) and before anything is injected.
+
+        Raises:
+            DrillRefused: the federation contradicts its stated timing (the TTL in its answers)
+                and ``--gameday-accept-observed-ttl`` is not set; nothing was injected.
+        """
+        if not isinstance(self.target, StatesTiming):
+            return unpredicted(fault.name, f"the {self.target.name} target states no failover timing")
+        contradiction = self.target.timing_contradiction()
+        if contradiction is not None and not self.settings.accept_observed_ttl:
+            raise DrillRefused(f"refusing {action}: {contradiction}. Correct the stated value, or drill with "
+                               "--gameday-accept-observed-ttl (ini gameday_accept_observed_ttl, env "
+                               "GAMEDAY_ACCEPT_OBSERVED_TTL) to judge with the observed one; nothing was injected")
+        timing = self.target.stated_timing(prefer_observed_ttl=self.settings.accept_observed_ttl)
+        if self.load is not None:
+            timing = replace(timing, request=self.load.timeout)
+        out = predict(timing, fault.name, fault.gateway_check_fails, entry_nodes_route=entry_nodes_route)
+        if contradiction is not None:
+            log.warning("%s; judging with the observed TTL (--gameday-accept-observed-ttl)", contradiction)
+        return out
+
     def _dry_run(self, kind: str, region: str | None, params: dict[str, Any], *, checks: list[str],
                  lost: tuple[str, ...], baseline: float, restore_timeout: float) -> None:
         """Print the drill's plan and skip the test: nothing is injected, nothing recorded.
@@ -483,11 +515,14 @@ class Drill:
                                "plan a fault without injecting it; nothing was injected")
         self.target.check_health(timeout=15)  # read-only: a dry run says whether the drill could start
         ep = self.target.endpoints()
+        # The same prediction (and the same refusal of a contradicted TTL) as the drill's.
+        prediction = self.prediction(self.faults[kind], action, entry_nodes_route=bool(ep.entry_nodes)).lines() \
+            if region is not None and region in lost else []
         plan = preflight.dry_run_plan(
             action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
             nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
             baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
-            restore_timeout=restore_timeout, control_plane=ep.control_plane is not None)
+            restore_timeout=restore_timeout, control_plane=ep.control_plane is not None, prediction=prediction)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from gameday.faults.model import Fault
     from gameday.observers.sources import Sources
+    from gameday.verdicts.predict import StatedTiming
 
 # The federation's plain data lives in gameday.parts (below the observers and the load that
 # read it); re-exported here, the seam's home.
@@ -50,6 +51,7 @@ __all__ = [
     "RegionInfo",
     "Releasable",
     "SharedFederation",
+    "StatesTiming",
     "Target",
     "liveness_of",
 ]
@@ -217,6 +219,22 @@ class SharedFederation(Protocol):
         Cheap and offline (called before anything is reached)."""
 
 
+@runtime_checkable
+class StatesTiming(Protocol):
+    """A target that can say how fast its federation is configured to fail over: the inputs
+    of the drill's prediction (:mod:`gameday.verdicts.predict`, DESIGN.md §8)."""
+
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """Probe interval, timeout, fall, DNS TTL and propagation as the federation's
+        description states them (None where it does not). A target that reads the TTL from the
+        DNS server's answers (external) returns the one seen by its last :meth:`Target.check_health`
+        where the profile states none, or where *prefer_observed_ttl* and the two differ."""
+
+    def timing_contradiction(self) -> str | None:
+        """A stated timing the federation visibly contradicts (the TTL in its answers), named
+        with the file and field; None: none seen. Asked after :meth:`Target.check_health`."""
+
+
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
@@ -226,5 +244,6 @@ CAPABILITIES: dict[type, str] = {
     HasFaults: "bring faults of its own",
     HasManifests: "name the Kubernetes manifests it deploys",
     HasSoftware: "name the software its federation runs",
+    StatesTiming: "state its failover timing (the prediction's inputs)",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""

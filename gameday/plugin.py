@@ -140,8 +140,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     # profile); else the topology, the built-in one when none is given.
     where = f"profile={s.profile}" if s.profile else f"topology={s.topology or 'clusters/local.yaml (default)'}"
     how = "given" if s.seed_was_given else "random; reproduce with"
+    state = config.stash.get(STATE_KEY, None)
     return [f"gameday: target={s.target} {where} seed={s.seed} ({how} --gameday-seed={s.seed}) "
-            f"rounds={s.rounds}"]
+            f"rounds={s.rounds}", *(gsession.prediction_header(state) if state is not None else [])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -112,8 +112,9 @@ def check_verdict_timings(timing: Timing | None, slo: SLO, *, offered: float, wh
 
 def dry_run_plan(*, action: str, seed: int, round_index: int, checks: Sequence[str], nodes: Sequence[str],
                  regions: Sequence[str], baseline: float, ledger: str, inject: str, revert: str,
-                 restore_timeout: float, control_plane: bool = True) -> list[str]:
-    """The lines a dry run prints: what passed, then the drill's phases in order.
+                 restore_timeout: float, control_plane: bool = True, prediction: Sequence[str] = ()) -> list[str]:
+    """The lines a dry run prints: what passed, the prediction (DESIGN.md §8; its lines as
+    :meth:`gameday.verdicts.predict.Prediction.lines` gives them), then the drill's phases in order.
 
     A part the federation does not declare (no entry nodes, no control plane: a profile may
     leave them out) is said to be absent, with what stands in for it, never "answers"."""
@@ -127,6 +128,7 @@ def dry_run_plan(*, action: str, seed: int, round_index: int, checks: Sequence[s
         f"dry run of {action} (seed {seed}, round {round_index + 1}): nothing was injected",
         *(f"  passed: {c}" for c in checks),
         "  passed: the federation is healthy",
+        *(f"  {line}" for line in prediction),
         f"  1. steady state for {baseline:g} s: {routes}; {cp}",
         f"  2. record the fault in the ledger {ledger}",
         f"  3. inject {action}: {inject}",

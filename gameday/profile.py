@@ -402,7 +402,12 @@ class FederationTiming(StrictModel):
     """Consecutive failed checks before a gateway is taken out."""
     rise: int | None = Field(None, ge=1, le=100, strict=True)
     dns_ttl: int | None = Field(None, ge=0, le=MAX_DNS_TTL, strict=True)
-    """TTL of the answers; unknown: the target reads it from the DNS server's answer."""
+    """TTL of the answers; unknown: the target reads it from the DNS server's answer. Stated and
+    contradicted by the answers, the drill is refused (``--gameday-accept-observed-ttl``)."""
+    propagation: float | None = Field(None, ge=0, le=600, strict=True)
+    """Seconds, at most, from the health checker's decision to every entry node's route (the
+    prediction's entry-node propagation); unknown: the switchover's vs-prediction verdict is n/a
+    where entry nodes report their routes."""
 
     @model_validator(mode="after")
     def _detection_fields_together(self) -> FederationTiming:
@@ -523,6 +528,7 @@ class Profile(StrictModel):
 
     def _timing(self) -> Timing:
         given = self.timing.model_dump(exclude_none=True) if self.timing is not None else {}
+        given.pop("propagation", None)  # the prediction's input (ExternalTarget.stated_timing), no Timing field
         return Timing(**given)
 
     def as_topology(self) -> Topology:

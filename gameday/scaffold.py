@@ -52,6 +52,7 @@ def test_random_gateway_outage(drill, load):
     result.assert_versions_incremented()
     result.assert_headroom()
     result.assert_no_stale_snapshot_alarms()
+    result.assert_as_predicted()                 # as fast as the federation's own timing says
 '''
 
 _CONFORMANCE = '''\

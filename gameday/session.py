@@ -27,7 +27,7 @@ import pytest
 from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import ConfigError, DrillRefused, GamedayError
-from gameday.faults import Ledger
+from gameday.faults import FAULTS, Ledger
 from gameday.interfaces import HasSoftware, Target
 from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
@@ -42,6 +42,8 @@ from gameday.statefile import CorruptFile
 from gameday.targets import registry
 from gameday.timeline import FaultWindow
 from gameday.topology import DEFAULT_TOPOLOGY, Topology, load_topology
+from gameday.verdicts.predict import from_topology as timing_from_topology
+from gameday.verdicts.predict import predict
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
@@ -595,6 +597,28 @@ def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest
                                context=reporting.context(state.settings, state.profile))
 
 
+HEADLINE_FAULT = "gateway_down"
+"""The fault the run header predicts (the headline drill's); each drill prints and records its own."""
+
+
+def prediction_header(state: SessionState) -> list[str]:
+    """The run header's prediction of the headline fault from the federation's stated timing
+    (DESIGN.md §8); a profile's TTL is checked against the DNS server's answers before each drill."""
+    fault = FAULTS[HEADLINE_FAULT]
+    if state.profile is not None:
+        from gameday.targets.external import ExternalTarget  # noqa: PLC0415  (only with a profile)
+
+        timing = ExternalTarget(state.profile).stated_timing()
+        note = " (TTL checked against the DNS server's answers before each drill)"
+    elif state.topology is not None:
+        timing = timing_from_topology(state.topology, f"topology {state.topology.name!r}")
+        note = ""
+    else:
+        return []
+    p = predict(timing, fault.name, fault.gateway_check_fails, entry_nodes_route=True)
+    return [f"gameday: prediction for {fault.name}, from {timing.source}{note}: {p.summary()}"]
+
+
 def history_path(settings: Settings) -> Path:
     """The run history every run appends to: ``<reports>/history.jsonl``."""
     return settings.reports / "history.jsonl"
@@ -648,6 +672,10 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
         # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
         for res in item.stash.get(RESULTS_KEY, []):
             report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
+            report.user_properties += [
+                ("gameday_vs_prediction", f"{v.name.removesuffix('_vs_prediction')}: {v.outcome} {v.figure} "
+                 f"{v.resolution}, {v.limit}" + (f": {v.detail}" if v.detail else ""))
+                for v in res.verdicts if v.name.endswith("_vs_prediction")]
     marker = item.get_closest_marker("conformance")
     if marker is not None and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
         rule = marker.args[0] if marker.args else marker.kwargs.get("rule", "?")

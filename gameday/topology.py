@@ -111,6 +111,14 @@ class Timing(_Model):
         return self.fall * self.probe_interval + self.probe_timeout
 
 
+SYNC_CHAIN = 0.1
+"""Seconds, at most, the reference federation's sync chain takes from an agent's health
+decision to every entry node's route, without ``broadcast_delay``: event on JetStream,
+control-plane commit (KV compare-and-set), version broadcast, diff pull. Measured p99 25 ms
+at 3 regions and 136 ms at 30 (bench/README.md, "propagation"); 0.1 s states the
+3-region case with room for a busy machine (the slack of the vs-prediction verdict covers
+the rest)."""
+
 REGIONAL_ABOVE = 10
 """Regions above which the control plane is split per region by default (R14: article 000's
 large-scale layout, "more than 10 clusters")."""
@@ -134,6 +142,12 @@ class ControlPlane(_Model):
     broadcast_delay: float = Field(0.0, ge=0, le=3600, strict=True)
     """Seconds each version broadcast is held back (the calibrated sync delay)."""
 
+    @property
+    def propagation(self) -> float:
+        """Seconds from an agent's health decision to every entry node, at most:
+        ``broadcast_delay`` + :data:`SYNC_CHAIN`."""
+        return self.broadcast_delay + SYNC_CHAIN
+
 
 class Defects(_Model):
     """Deliberate misconfigurations, for negative controls: a federation that is broken on
@@ -145,6 +159,12 @@ class Defects(_Model):
     """Regions whose gateway has local fallback disabled (R7 broken)."""
     gslb_ignore_weights: bool = Field(False, strict=True)
     """The GSLB answers uniformly instead of by weight (R8 broken)."""
+    probe_interval_factor: float = Field(1.0, ge=1, le=100, strict=True)
+    """The GSLB and the agents really probe every ``factor x timing.probe_interval``: a
+    federation slower than its topology states (the vs-prediction verdicts broken)."""
+    gslb_answer_lag: float = Field(0.0, ge=0, le=600, strict=True)
+    """Seconds the GSLB keeps answering with a region after its own health state took the
+    region out (a GSLB slower than its health checks; the DNS vs-prediction verdict broken)."""
 
 
 class Region(_Model):

@@ -13,8 +13,9 @@ from gameday.faults.model import Fault, FaultTable, Param
 
 FAULTS = FaultTable((
     Fault(name="gateway_down", needs_region=True, takes_region_out=True, stops=("gateway-{region}",),
+          gateway_check_fails="at once",
           description="the region's gateway is stopped; revert starts it again on the same address and port"),
-    Fault(name="gateway_hung", needs_region=True, takes_region_out=True,
+    Fault(name="gateway_hung", needs_region=True, takes_region_out=True, gateway_check_fails="at the timeout",
           description="the region's gateway is frozen: connections hang; revert resumes it"),
     Fault(name="region_blackhole", needs_region=True, takes_region_out=True, cuts_off_region=True,
           description="every process of the region is frozen, nothing in or out answers ('pulling the "
@@ -31,7 +32,7 @@ FAULTS = FaultTable((
     Fault(name="gateway_blip", needs_region=True, params=(Param("seconds"),),
           description="the region gateway's /readyz fails once for `seconds` and recovers by itself (a probe "
                       "blip, R2); revert makes it healthy at once"),
-    Fault(name="gateway_unready", needs_region=True, takes_region_out=True,
+    Fault(name="gateway_unready", needs_region=True, takes_region_out=True, gateway_check_fails="at once",
           description="the region gateway's /readyz fails until reverted (it still serves: only health "
                       "checks see it)"),
     Fault(name="instances_unready", needs_region=True, takes_region_out=True, hits_instances=True,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from gameday.errors import ConfigError
 from gameday.tables import Table
@@ -68,6 +68,11 @@ class Fault:
     hits_instances: bool = False
     """Acts on the region's app instances (an instance outage): in the regional control-plane
     layout (R14) the version verdict reads the region's own control plane."""
+    gateway_check_fails: Literal["at once", "at the timeout"] | None = None
+    """How a health check of the region's gateway fails while the fault is in effect: ``at once``
+    (a refused connection, a 503) or ``at the timeout`` (a hung gateway). The prediction of
+    :mod:`gameday.verdicts.predict` needs it; None: the fault is not detected by the gateway's
+    health checks alone, and its vs-prediction verdicts are n/a."""
 
     def stopped(self, region: str | None) -> frozenset[str]:
         """:attr:`stops` with ``{region}`` filled in."""

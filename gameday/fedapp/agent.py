@@ -141,7 +141,9 @@ class Agent(HttpComponent):
         timeout = aiohttp.ClientTimeout(total=self.timing.probe_timeout)
         connector = aiohttp.TCPConnector(force_close=True, limit=0)
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-            tasks = [asyncio.create_task(every(self.timing.probe_interval, self._prober(session, t), stop))
+            # (defects.probe_interval_factor: a negative control's agent probing slower than stated)
+            interval = self.timing.probe_interval * self.spec.topology.defects.probe_interval_factor
+            tasks = [asyncio.create_task(every(interval, self._prober(session, t), stop))
                      for t in self.targets.values()]
             tasks.append(asyncio.create_task(self._bus(stop)))
             try:

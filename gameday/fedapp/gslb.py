@@ -62,6 +62,10 @@ HTTP (``spec.gslb_http``, the skeleton of :mod:`gameday.fedapp.skeleton`)
 ------------------------------------------------------------------------------
 ``/livez``; ``/readyz`` (200 once the first probe round is done and DNS is bound, and
 while no readiness fault is set);
+Defects for negative controls (``topology.defects``): ``gslb_answer_lag`` keeps answering with
+a region that many seconds after its health state took it out; ``probe_interval_factor``
+probes every ``factor x probe_interval`` (slower than the topology states).
+
 ``/status`` JSON (``version``, ``regions`` with per-region ``probe_healthy``,
 ``cp_routable``, ``healthy``, ``weight``, ``effective_weight``, ``ramp_progress``,
 ``consecutive_fail``, ``consecutive_ok``; ``answers_total``; ``fail_open``; the
@@ -183,6 +187,8 @@ class Gslb(HttpComponent):
             on_change=self._on_cp_change,
         )
         self.ignore_weights = spec.topology.defects.gslb_ignore_weights  # a negative-control defect
+        self.answer_lag = spec.topology.defects.gslb_answer_lag
+        """Seconds a region taken out keeps being answered (a negative-control defect; 0 normally)."""
         self.fail_open = False
         self.fail_open_answers = 0
         self.queries: dict[str, int] = {}
@@ -279,17 +285,22 @@ class Gslb(HttpComponent):
     def effective_weight(self, r: RegionState, now: float) -> float:
         return r.weight * self.ramp_progress(r, now) if r.healthy else 0.0
 
+    def _lagging(self, r: RegionState, now: float) -> bool:
+        """A region the health state took out less than ``answer_lag`` seconds ago (the defect)."""
+        return self.answer_lag > 0 and r.ever_admitted and not r.healthy and now - r.changed_at < self.answer_lag
+
     def pick(self, now: float | None = None) -> RegionState:
         """Choose the region for one answer (see the module docstring)."""
         now = time.monotonic() if now is None else now
-        healthy = [r for r in self.regions.values() if r.healthy]
+        healthy = [r for r in self.regions.values() if r.healthy or self._lagging(r, now)]
         if not healthy:
             self.fail_open_answers += 1
             pool = list(self.regions.values())
             weights = [r.weight for r in pool]
         else:
             pool = healthy
-            weights = [self.effective_weight(r, now) for r in pool]
+            # (a lagging region, the defect, keeps its full weight)
+            weights = [self.effective_weight(r, now) if r.healthy else r.weight for r in pool]
             if sum(weights) <= 0:
                 weights = [r.weight for r in pool]
         if self.ignore_weights:
@@ -589,14 +600,17 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
         # The first probe round decides every region's initial state before any answer.
         await asyncio.gather(*(_probe(gslb, session, n) for n in gslb.regions))
 
+        # (defects.probe_interval_factor: a negative control's GSLB probing slower than stated)
+        interval = t.probe_interval * spec.topology.defects.probe_interval_factor
+
         async def prober(name: str) -> None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), t.probe_interval)
+                await asyncio.wait_for(stop.wait(), interval)
 
             async def once() -> None:
                 await _probe(gslb, session, name)
 
-            await every(t.probe_interval, once, stop)
+            await every(interval, once, stop)
 
         tasks += [asyncio.create_task(prober(n)) for n in gslb.regions]
         loop = asyncio.get_running_loop()

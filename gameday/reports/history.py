@@ -7,11 +7,15 @@ Each line is one :class:`HistoryRow`::
      "test": "suites/gameday/test_gateway_outage.py::test_random_gateway_outage",
      "fault": "gateway_down", "region": "b", "round": 0,
      "switchover_s": 2.31 | null, "dns_converge_s": 5.2 | null, "client_recovery_s": 6.0 | null,
-     "passed": true, "aborted": "interrupted by Ctrl-C (SIGINT)" | null}
+     "passed": true, "aborted": "interrupted by Ctrl-C (SIGINT)" | null,
+     "predicted_s": {"switchover": [0.4, 0.7], ...} | null,
+     "vs_prediction": {"switchover": "pass", "dns_convergence": "fail", ...} | null}
 
 ``aborted`` says why a drill did not complete its observation (a signal, a casualty, a stop
 condition, an error in its block; absent in lines written before it existed): its figures
 are partial, so the regression verdict's median and the trend's line leave it out.
+``predicted_s`` and ``vs_prediction`` (the prediction of DESIGN.md §8 and how each figure
+compared with it) are absent from rows written before predictions existed.
 
 ``test`` is the node id without its parameters (``[round2]``), so rounds, seeds and regions
 of one drill share a series. :func:`regression` compares a run's switchover with the median
@@ -61,6 +65,10 @@ class HistoryRow:
     """Every verdict the test asserted on this drill passed (and the test did not fail)."""
     aborted: str | None = None
     """Why the drill did not complete its observation (None: it did); see the module doc."""
+    predicted_s: dict[str, list[float]] | None = None
+    """Figure -> its predicted window ``[earliest, latest]`` (figures without one left out)."""
+    vs_prediction: dict[str, str] | None = None
+    """Figure -> ``pass``, ``fail`` or ``n/a`` against its predicted window."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -90,6 +98,15 @@ class HistoryRow:
             raise ValueError(f"field 'aborted' must be str or NoneType (got {aborted!r})")
         values: dict[str, Any] = {k: (float(v) if k.endswith("_s") and v is not None else v)
                                   for k, v in data.items() if k in kinds}
+        predicted, vs = data.get("predicted_s"), data.get("vs_prediction")
+        if predicted is not None and not (isinstance(predicted, dict) and all(
+                isinstance(w, list) and len(w) == 2 and all(isinstance(x, (int, float)) for x in w)
+                for w in predicted.values())):
+            raise ValueError(f"field 'predicted_s' must be an object of [earliest, latest] (got {predicted!r})")
+        if vs is not None and not (isinstance(vs, dict) and all(isinstance(x, str) for x in vs.values())):
+            raise ValueError(f"field 'vs_prediction' must be an object of strings (got {vs!r})")
+        values["predicted_s"] = predicted
+        values["vs_prediction"] = vs
         return cls(**values, aborted=aborted)
 
 

@@ -65,6 +65,9 @@ class TimelineSeries:
     """Stale-snapshot alarms: (t, node)."""
     markers: dict[str, float]
     """fault, switchover, DNS convergence, client recovery, restore (those that happened)."""
+    predicted: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """switchover, DNS convergence, client recovery -> the window the federation's timing
+    predicts, ``(earliest, latest)`` s after the fault (those with a window)."""
 
     def mean_served(self, region: str, lo: float, hi: float) -> float:
         """Mean served rate of *region* over the bins starting in ``[lo, hi)``, req/s."""
@@ -135,12 +138,20 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
                 markers[name] = f.value
     if w.t_revert is not None:
         markers["restore"] = w.t_revert - tf
+    predicted = {}
+    if res.prediction is not None and res.removes_region:
+        for name, key in (("switchover", "switchover"), ("DNS convergence", "dns_convergence"),
+                          ("client recovery", "client_recovery")):
+            window = res.prediction.window(key)
+            if window.known:
+                predicted[name] = (window.earliest, window.latest)
     return TimelineSeries(
         title=f"{w.kind} {w.region or ''}".strip() + f" - seed {res.seed}, round {res.round + 1}",
         failed_region=w.region, regions=regions, bins=[start - tf + k * BIN_S for k in range(n)], served=served,
         error_ratio=[f / t if t else None for f, t in zip(failed, total, strict=True)], dns_share=dns_share,
         lanes=[lanes[k] for k in sorted(lanes)],
-        alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers)
+        alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers,
+        predicted=predicted)
 
 
 def _pyplot() -> Any:
@@ -180,7 +191,8 @@ def not_observed(series: TimelineSeries) -> dict[str, str]:
 def timeline_png(series: TimelineSeries) -> bytes:
     """The drill timeline as a PNG: served req/s per region (stacked), the client error
     ratio, the GSLB's answer share per region, one lane per entry node (its route version;
-    red while it still routes to the failed region), stale alarms, and the phase markers."""
+    red while it still routes to the failed region), stale alarms, the phase markers, and each
+    figure's predicted window as a band on its lane."""
     return _png(timeline_figure(series))
 
 
@@ -252,6 +264,15 @@ def timeline_figure(series: TimelineSeries) -> Any:
                         "green: excludes it; blue: routes to it outside the fault; grey: no answer; "
                         "orange triangle: stale alarm)", fontsize=8)
     handles = []
+    # Each figure's predicted window as a band on the lane that shows it (DESIGN.md §8).
+    for name, ax in (("switchover", ax_lanes), ("DNS convergence", ax_dns), ("client recovery", ax_err)):
+        if name in series.predicted:
+            lo, hi = series.predicted[name]
+            # over the stacked areas (translucent, edged), or they would hide it
+            band = ax.axvspan(lo, max(hi, lo + 0.02), facecolor=MARKER_STYLE[name][0], alpha=0.3, zorder=3,
+                              edgecolor=MARKER_STYLE[name][0], linewidth=1.0, hatch="//")
+            band.set_label(f"{name} predicted {lo:.2f}-{hi:.2f} s")
+            handles.append(band)
     for name, t in series.markers.items():
         colour, style = MARKER_STYLE[name]
         for ax in axes:
@@ -260,7 +281,8 @@ def timeline_figure(series: TimelineSeries) -> Any:
         line.set_label(f"{name} {t:+.2f} s")
     # The markers' legend below the panels: instants close together (switchover and DNS
     # convergence often are) stay readable, which labels on the lines would not.
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8,
+               frameon=False)
     panels = {"served": ax_served, "errors": ax_err, "dns": ax_dns, "lanes": ax_lanes}
     for name, text in not_observed(series).items():
         panels[name].text(0.5, 0.5, text, transform=panels[name].transAxes, ha="center", va="center",

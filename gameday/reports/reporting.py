@@ -59,6 +59,20 @@ def _value(d: dict[str, Any], name: str) -> float | None:
     return float(v) if isinstance(v, int | float) else None
 
 
+def _predicted(d: dict[str, Any]) -> dict[str, list[float]] | None:
+    pred = d.get("prediction")
+    windows = pred.get("windows") if isinstance(pred, dict) else None
+    if not isinstance(windows, dict):
+        return None
+    return {k: [w["earliest_s"], w["latest_s"]] for k, w in windows.items()
+            if isinstance(w, dict) and "earliest_s" in w and "latest_s" in w}
+
+
+def _vs(d: dict[str, Any]) -> dict[str, str] | None:
+    vs = d.get("vs_prediction")
+    return {k: str(v.get("outcome")) for k, v in vs.items() if isinstance(v, dict)} if isinstance(vs, dict) else None
+
+
 def history_rows(drills: list[dict[str, Any]], *, run: str, commit: str | None, settings: Any, profile: Any,
                  failed_tests: set[str], now: dt.datetime | None = None) -> list[HistoryRow]:
     """One row per drill of the run (its summary dicts), for ``reports/history.jsonl``.
@@ -80,5 +94,6 @@ def history_rows(drills: list[dict[str, Any]], *, run: str, commit: str | None, 
                                round=int(d.get("round") or 0), switchover_s=_value(d, "switchover"),
                                dns_converge_s=_value(d, "dns_convergence"),
                                client_recovery_s=_value(d, "client_recovery"), passed=passed,
-                               aborted=str(d["aborted"]) if d.get("aborted") else None))
+                               aborted=str(d["aborted"]) if d.get("aborted") else None,
+                               predicted_s=_predicted(d), vs_prediction=_vs(d)))
     return rows

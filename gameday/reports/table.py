@@ -46,6 +46,38 @@ def _headroom(d: dict[str, Any]) -> str:
     return " ".join(p for p in (fig, verdict) if p) or "-"
 
 
+_SHORT = {"switchover": "sw", "dns_convergence": "dns", "client_recovery": "clients"}
+
+
+def _vs_prediction(d: dict[str, Any]) -> str:
+    """``ok`` when every figure is inside its predicted window; else each one that is not
+    (``sw +1.10s late``); ``n/a`` with the first reason when none has a window; ``(not
+    asserted)`` after it when the test did not call ``assert_as_predicted``."""
+    cell = _vs_prediction_cell(d)
+    asserted = any(str(v.get("name", "")).endswith("_vs_prediction") for v in d.get("verdicts") or [])
+    return cell if asserted or cell == "-" else f"{cell} (not asserted)"
+
+
+def _vs_prediction_cell(d: dict[str, Any]) -> str:
+    vs = d.get("vs_prediction")
+    if not isinstance(vs, dict) or not vs:
+        return "-"
+    cells = {k: v for k, v in vs.items() if isinstance(v, dict)}
+    if all(v.get("outcome") == "n/a" for v in cells.values()):
+        first = next(iter(cells.values()), {})
+        return f"n/a: {first.get('detail', '')}"[:60]
+    bad = []
+    for name, v in cells.items():
+        how, by = v.get("how"), v.get("by_s")
+        if v.get("outcome") == "fail":
+            bad.append(f"{_SHORT.get(name, name)} {'+' if how == 'late' else '-'}{by or 0:.2f}s {how}"
+                       if how in ("late", "early") else f"{_SHORT.get(name, name)} {how}")
+    if not bad:
+        na = [_SHORT.get(n, n) for n, v in cells.items() if v.get("outcome") == "n/a"]
+        return "ok" + (f" ({', '.join(na)} n/a)" if na else "")
+    return "FAIL " + ", ".join(bad)
+
+
 def _vs_history(d: dict[str, Any]) -> str:
     reg = d.get("regression")
     return str(reg.get("flag") or "-") if isinstance(reg, dict) else "-"
@@ -53,7 +85,7 @@ def _vs_history(d: dict[str, Any]) -> str:
 
 def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
     rows = [["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
-             "stale alarms", "headroom", "vs history", "load (achieved/target rps)"]]
+             "stale alarms", "headroom", "vs prediction", "vs history", "load (achieved/target rps)"]]
     for d in drills:
         load = d.get("load") or {}
         versions = d.get("versions") or {}
@@ -67,6 +99,7 @@ def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
             _na(d, "versions") or ("ok" if versions.get("passed") else "FAIL"),
             _na(d, "stale_alarms") or str(len(d.get("stale_alarms") or [])),
             _headroom(d),
+            _vs_prediction(d),
             _vs_history(d),
             f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
         ])

@@ -42,6 +42,7 @@ from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
 from gameday.settings import Settings
 from gameday.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.userinput import shown
+from gameday.verdicts.predict import StatedTiming
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,43 @@ class ExternalTarget:
         if self.profile.timing is not None and self.profile.timing.dns_ttl is not None:
             return float(self.profile.timing.dns_ttl)
         return float(self._observed_ttl if self._observed_ttl is not None else MAX_DNS_TTL)
+
+    # -- the prediction's inputs (StatesTiming) --------------------------------------------------------
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """The profile's ``timing:`` plus the TTL the DNS server answered with at the last health
+        check. The DNS server acts on its own health checks (``timing`` describes them), so its
+        propagation to the answers is 0; the entry nodes' is ``timing.propagation`` or unknown.
+
+        Args:
+            prefer_observed_ttl: judge with the observed TTL where it contradicts the stated one.
+        """
+        t = self.profile.timing
+        source = f"profile {self.loaded.path.name}"
+        stated = t.dns_ttl if t is not None else None
+        observed = self._observed_ttl
+        if observed is not None and (stated is None or prefer_observed_ttl or observed == stated):
+            ttl: float | None = float(observed)
+            ttl_from = ("observed in the DNS server's answers" if stated is None or stated != observed
+                        else "timing.dns_ttl, as the DNS server answers")
+        else:
+            ttl, ttl_from = (float(stated), "timing.dns_ttl (not yet observed)") if stated is not None else (None, "")
+        propagation = t.propagation if t is not None else None
+        return StatedTiming(
+            source=source, probe_interval=t.probe_interval if t else None, probe_timeout=t.probe_timeout if t else None,
+            fall=t.fall if t else None, dns_ttl=ttl, dns_ttl_from=ttl_from, gslb_propagation=0.0,
+            entry_propagation=propagation, entry_propagation_from="timing.propagation" if propagation is not None
+            else "")
+
+    def timing_contradiction(self) -> str | None:
+        """The profile's ``timing.dns_ttl`` against the TTL the DNS server answered with at the last
+        health check: the file, the field and both values when they differ."""
+        t = self.profile.timing
+        if t is None or t.dns_ttl is None or self._observed_ttl is None or self._observed_ttl == t.dns_ttl:
+            return None
+        d = self.profile.service.dns
+        return (f"{self.loaded.path}: timing.dns_ttl: states {t.dns_ttl} s, but the DNS server {d.server}:{d.port} "
+                f"answers {self.profile.service.fqdn} with TTL {self._observed_ttl} s: clients hold answers for "
+                "the TTL they are given")
 
     # -- health -------------------------------------------------------------------------------------------
     def _dns_problem(self) -> str | None:

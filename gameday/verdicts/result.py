@@ -33,6 +33,7 @@ from gameday.verdicts.measure import (
     switchover_from_dns,
     version_check,
 )
+from gameday.verdicts.predict import FIGURES, Judgement, Prediction, Window, judge
 from gameday.verdicts.stats import FALSE_FAILURE
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class DrillResult:
     """How far request records may be off the harness's clock (remote load workers), seconds."""
     poll_rates: Mapping[str, PollRate] = field(default_factory=dict)
     """Per source, its achieved poll rate (filled in when the fault's block ends)."""
+    prediction: Prediction | None = None
+    """The windows the federation's own timing predicts for this drill (None: no prediction
+    was made, e.g. a fault that takes no region out); :meth:`assert_as_predicted` judges them."""
     verdicts: list[Verdict] = field(default_factory=list)
     """Every ``assert_*`` called on this result, in order."""
     on_verdict: VerdictHook | None = None
@@ -479,6 +483,117 @@ class DrillResult:
                     f"({self._until - self.fault.t_fault:.1f} s), none was raised")
         return events
 
+    # -- against the prediction (DESIGN.md §8) ------------------------------------------------
+    def _health_changed(self) -> tuple[float, int] | None:
+        """When the federation's own health state changed for the fault: the first control-plane
+        version above the one in force at ``t_fault`` (instant, version); None: not seen."""
+        cp = sorted((c for c in self.timeline.copy().cp if c.source == "poll" and c.version), key=lambda c: c.t)
+        before = max((c.version for c in cp if c.t <= self.fault.t_fault and c.version is not None), default=None)
+        if before is None:
+            return None
+        after = next((c for c in cp if c.t > self.fault.t_fault and c.version is not None and c.version > before),
+                     None)
+        return (after.t, after.version) if after is not None and after.version is not None else None
+
+    def _late_stage(self, name: str, f: Figure, w: Window) -> str:
+        """Which stage most likely took the time of a figure later than its window."""
+        p = self.prediction
+        assert p is not None
+        assert f.value is not None
+        t0, slack = self.fault.t_fault, self.slo.prediction_slack
+        changed = self._health_changed()
+        det, timing = p.detection, p.timing
+        if name == "client_recovery":
+            dns = self.dns_convergence()
+            window = p.window("dns_convergence")
+            if dns.value is not None and window.known and dns.value > window.latest + dns.resolution + slack:
+                return f"DNS converged late (t+{dns.value:.2f} s, predicted by {window.latest:.2f} s)"
+            failed = [r.t for r in self.timeline.copy().requests if r.failed and t0 <= r.t <= self._until]
+            if dns.value is not None and failed and timing.dns_ttl is not None:
+                held = max(failed) - t0 - dns.value
+                if held > timing.dns_ttl + timing.request:
+                    return (f"clients kept the old address past the TTL: requests failed until "
+                            f"t+{max(failed) - t0:.2f} s, {held:.2f} s after DNS converged (t+{dns.value:.2f} s), "
+                            f"TTL {timing.dns_ttl:g} s ({timing.dns_ttl_from})")
+            last = f"the last client error at t+{max(failed) - t0:.2f} s" if failed else "no client error seen"
+            return last + (f"; DNS converged at t+{dns.value:.2f} s" if dns.value is not None else "")
+        if det is not None and changed is not None and changed[0] - t0 > det.latest + self.poll_interval + slack:
+            took = changed[0] - t0
+            rounds = (f", about {took / timing.probe_interval:.0f} probe rounds of {timing.probe_interval:g} s "
+                      f"instead of fall = {timing.fall}") if timing.probe_interval else ""
+            return (f"detection took {took:.2f} s{rounds} (the control plane published v{changed[1]} at "
+                    f"t+{took:.2f} s; predicted detection {det.earliest:.2f}-{det.latest:.2f} s), or the fault "
+                    "took effect late")
+        if changed is None:
+            return ("no control-plane version change seen: detection cannot be told from propagation"
+                    if self.control_plane_source else
+                    "no control-plane version source: detection cannot be told from propagation")
+        took = changed[0] - t0
+        if name == "dns_convergence":
+            return (f"DNS kept answering region {self.fault.region} {f.value - took:.2f} s after the federation's "
+                    f"health state changed (control-plane v{changed[1]} at t+{took:.2f} s; stated GSLB propagation "
+                    f"<= {timing.gslb_propagation:g} s)")
+        return (f"the entry nodes excluded region {self.fault.region} {f.value - took:.2f} s after the control plane's "
+                f"v{changed[1]} (t+{took:.2f} s; stated propagation <= {timing.entry_propagation:g} s: "
+                f"{timing.entry_propagation_from})")
+
+    def vs_prediction(self, name: str) -> Verdict:
+        """Figure *name* (switchover, dns_convergence, client_recovery) against its predicted window."""
+        return self._vs_prediction(name)[0]
+
+    def _vs_prediction(self, name: str) -> tuple[Verdict, Judgement | None]:
+        verdict = f"{name}_vs_prediction"
+        if self.prediction is None:
+            return Verdict(verdict, "n/a", "no prediction for this drill (it takes no region out)"), None
+        w = self.prediction.window(name)
+        if not w.known:
+            return Verdict(verdict, "n/a", str(w.unknown), limit="n/a"), None
+        f = {"switchover": self.switchover, "dns_convergence": self.dns_convergence,
+             "client_recovery": self.client_recovery}[name]()
+        j = judge(w, f.value, f.resolution, slack=self.slo.prediction_slack,
+                  injection_uncertainty=self.fault.injection_uncertainty)
+        shown = name.replace("_", " ")
+        fig = "not reached" if f.value is None else f"{f.value:.2f} s"
+        res = "" if f.value is None else f"± {f.resolution:.2f} s"
+        limit = f"predicted {w.shown()} (+ resolution + {self.slo.prediction_slack:g} s slack)"
+        if j.outcome == "pass":
+            return Verdict(verdict, "pass", "", fig, res, limit), j
+        if j.outcome == "not reached":
+            return Verdict(verdict, "fail", f"{shown} not reached; predicted {w.shown()} ({w.derivation})", fig,
+                           res, limit), j
+        if j.outcome == "late":
+            assert f.value is not None
+            return Verdict(verdict, "fail",
+                           f"{shown} {f.value:.2f} s ± {f.resolution:.2f} s is {j.by:.2f} s later than predicted "
+                           f"{w.shown()} (+ {j.tolerance_late:.2f} s resolution and slack): "
+                           f"{self._late_stage(name, f, w)}", fig, res, limit), j
+        return Verdict(verdict, "fail",
+                       f"{shown} {fig} ± {f.resolution:.2f} s is {j.by:.2f} s faster than the stated timing allows "
+                       f"(earliest {w.earliest:.2f} s: {w.derivation}): the fault did not take effect as declared, "
+                       "or the timing is wrong", fig, res, limit), j
+
+    def assert_as_predicted(self) -> list[Verdict]:
+        """Switchover, DNS convergence and client recovery each inside the window the
+        federation's own timing predicts (plus its resolution and ``--gameday-prediction-slack``).
+
+        One verdict per figure (``switchover_vs_prediction``, ...): late says by how much and which
+        stage most likely took the time, early says the fault or the stated timing is not what it
+        claims, an unknown input makes it n/a. Raises one ``AssertionError`` naming every figure
+        that failed, after recording all three.
+        """
+        out: list[Verdict] = []
+        failed: list[str] = []
+        for name in FIGURES:
+            v = self.vs_prediction(name)
+            exc = AssertionError(f"{name} vs prediction: {v.detail}") if v.outcome == "fail" else None
+            self._record(v, exc)
+            out.append(v)
+            if exc is not None:
+                failed.append(str(exc))
+        if failed:
+            raise AssertionError("not as predicted: " + "; ".join(failed))
+        return out
+
     def summary(self) -> dict[str, object]:
         """Everything a report needs, as plain data."""
         out: dict[str, object] = {
@@ -490,6 +605,16 @@ class DrillResult:
             out["casualty"] = self.casualty.as_dict(self.fault.t_fault)
         for name, f in self.figures().items():
             out[name] = f.as_dict()
+        if self.prediction is not None:
+            out["prediction"] = self.prediction.as_dict()
+            if self.removes_region and self.switchover_observed:
+                vs: dict[str, object] = {}
+                for n in FIGURES:
+                    verdict, j = self._vs_prediction(n)
+                    vs[n] = {"outcome": verdict.outcome, "how": j.outcome if j is not None else "n/a",
+                             "by_s": round(j.by, 3) if j is not None else None, "detail": verdict.detail,
+                             "window": self.prediction.window(n).shown()}
+                out["vs_prediction"] = vs
         end = self.fault.t_restored or time.monotonic()
         na = self.not_applicable()
         if "versions" in na:

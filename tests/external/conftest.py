@@ -87,7 +87,8 @@ def reference_profile(fed: LocalFederation, *, faults: dict[str, dict[str, Any]]
                    for r in s.regions],
         "faults": faults or {},
         "timing": {"probe_interval": t.timing.probe_interval, "probe_timeout": t.timing.probe_timeout,
-                   "fall": t.timing.fall, "rise": t.timing.rise, "dns_ttl": t.timing.dns_ttl},
+                   "fall": t.timing.fall, "rise": t.timing.rise, "dns_ttl": t.timing.dns_ttl,
+                   "propagation": t.control_plane.propagation},
         "load": {"users": t.load.users, "rate": t.load.rate, "margin": t.load.margin},
     }
 

@@ -70,6 +70,36 @@ def test_dry_run_prints_every_command_with_its_inverse_and_runs_none(
     assert "the control plane answers" not in out
 
 
+def test_a_stated_ttl_the_dns_server_contradicts_is_refused_before_anything_is_injected(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    data = reference_profile(reference_federation)
+    for r in data["regions"]:
+        r["faults"]["gateway_down"] = _marker_fault(tmp_path, f"gw-{r['name']}")
+    data["timing"]["dns_ttl"] = 30  # the reference GSLB answers with 5
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    pytester_ini.makepyfile(test_dry="""
+        def test_outage(drill):
+            with drill.fault("gateway_down", drill.pick_region()):
+                raise AssertionError("never inside the block")
+    """)
+    args = ("--gameday-target=external", f"--gameday-profile={profile}", "--gameday-dry-run", "-rs")
+    refused = pytester_ini.runpytest_subprocess(*args)
+    refused.assert_outcomes(failed=1)
+    refused.stdout.fnmatch_lines([f"*DrillRefused: refusing gateway_down ?: {profile}: timing.dns_ttl: states 30 s, "
+                                  "but the DNS server * answers * with TTL 5 s*--gameday-accept-observed-ttl*"
+                                  "nothing was injected*"])
+    # The option: the drill goes ahead, predicted with the TTL the server answers with.
+    accepted = pytester_ini.runpytest_subprocess(*args, "--gameday-accept-observed-ttl")
+    accepted.assert_outcomes(skipped=1)
+    accepted.stdout.fnmatch_lines([
+        "*prediction for gateway_down (from profile profile.yaml):",
+        "*  detection 3 x 0.2 s checks, each failing at once (refused or unready): 0.40-0.60 s",
+        "*  switchover: 0.40-0.70 s: detection 0.40-0.60 s + entry-node propagation <= 0.1 s (timing.propagation)",
+        "*  client recovery: 0.00-6.60 s: <= DNS convergence 0.60 s + TTL 5 s (observed in the DNS server's answers)*",
+    ])
+    assert not list(tmp_path.glob("*.injected")), "nothing was run"
+
+
 def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
         pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
     cut = {"b": {"proxy_cut_off": _marker_fault(tmp_path, "cut")}}

@@ -53,7 +53,9 @@ def test_the_profile_comes_from_the_environment_too_and_the_header_names_it(
             assert gameday_settings.profile.name == "good.yaml"
     """)
     result = pytester_ini.runpytest("--gameday-target=external", "--gameday-seed=1")
-    result.stdout.fnmatch_lines(["gameday: target=external profile=good.yaml seed=1 *"])
+    result.stdout.fnmatch_lines(["gameday: target=external profile=good.yaml seed=1 *",
+                                 "gameday: prediction for gateway_down, from profile good.yaml (TTL checked against "
+                                 "the DNS server's answers before each drill): *"])
     result.assert_outcomes(passed=1)
 
 

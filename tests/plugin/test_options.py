@@ -42,7 +42,11 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
 def test_header_prints_the_seed_so_a_run_can_be_reproduced(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_x(): pass")
     result = pytester.runpytest("--gameday-seed=1234")
-    result.stdout.fnmatch_lines(["gameday: target=local * seed=1234 (given --gameday-seed=1234)*"])
+    result.stdout.fnmatch_lines(["gameday: target=local * seed=1234 (given --gameday-seed=1234)*",
+                                 # and what the topology's own timing predicts (DESIGN.md §8)
+                                 "gameday: prediction for gateway_down, from topology 'local': detection 3 x 0.2 s "
+                                 "checks, *: 0.40-0.60 s; switchover 0.40-0.70 s; dns convergence 0.40-0.60 s; "
+                                 "client recovery 0.00-6.60 s"])
     result.assert_outcomes(passed=1)
     random_run = pytester.runpytest()
     random_run.stdout.fnmatch_lines(["gameday: * seed=* (random; reproduce with --gameday-seed=*)*"])

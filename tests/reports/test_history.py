@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -30,8 +31,23 @@ def test_rows_round_trip_one_json_object_per_line(tmp_path: Path) -> None:
     assert len(lines) == 3
     assert set(json.loads(lines[0])) == {"time", "run", "commit", "target", "topology", "seed", "test", "fault",
                                          "region", "round", "switchover_s", "dns_converge_s", "client_recovery_s",
-                                         "passed", "aborted"}
+                                         "passed", "aborted", "predicted_s", "vs_prediction"}
     assert load_history(path) == first + second
+
+
+def test_rows_carry_the_prediction_and_older_rows_without_it_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    predicted = dataclasses.replace(row("r1", 1.0), predicted_s={"switchover": [0.4, 0.7]},
+                                    vs_prediction={"switchover": "fail"})
+    append_history(path, [predicted])
+    old = row("r0", 1.0).as_dict()
+    del old["predicted_s"], old["vs_prediction"]  # written before predictions existed
+    with path.open("a") as f:
+        f.write(json.dumps(old) + "\n")
+    assert load_history(path) == [predicted, row("r0", 1.0)]
+    with path.open("a") as f:
+        f.write(json.dumps({**old, "predicted_s": {"switchover": "soon"}}) + "\n")
+    assert len(load_history(path)) == 2  # the malformed row is skipped (with a warning naming it)
 
 
 def test_a_missing_history_is_empty(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ import pytest
 
 from gameday.reports import plots
 from gameday.reports.history import HistoryRow
+from gameday.verdicts.predict import StatedTiming, predict
 from gameday.verdicts.result import DrillResult
 
 
@@ -43,6 +45,18 @@ def test_the_failed_regions_traffic_moves_to_the_others(drill_result: DrillResul
     assert lane.version[lane.t.index(1.5)] == 2
     assert [lane.node for lane in s.lanes if None in lane.version] == ["gateway-b"]  # stopped: no answer
     assert s.alarms == [(5.0, "proxy-c")]
+
+
+def test_the_predicted_windows_are_drawn_where_the_drill_has_them(drill_result: DrillResult) -> None:
+    assert plots.timeline_series(drill_result).predicted == {}  # no prediction: no band
+    timing = StatedTiming(source="t", probe_interval=0.2, probe_timeout=0.15, fall=3, dns_ttl=1.0,
+                          entry_propagation=0.1)
+    predicted = dataclasses.replace(drill_result, prediction=predict(timing, "gateway_down", "at once",
+                                                                     entry_nodes_route=True))
+    s = plots.timeline_series(predicted)
+    assert {k: pytest.approx(v) for k, v in s.predicted.items()} == {
+        "switchover": (0.4, 0.7), "DNS convergence": (0.4, 0.6), "client recovery": (0.0, 2.6)}
+    assert decoded(plots.timeline_png(s))[0] == 1000
 
 
 def test_the_timeline_png_decodes_at_a_readable_size(drill_result: DrillResult) -> None:

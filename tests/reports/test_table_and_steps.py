@@ -44,6 +44,27 @@ def test_the_history_column_and_the_lines_under_the_table() -> None:
                          "test_outage (gateway_down): REGRESSION: switchover 1.80 s is +80% ..."]
 
 
+def test_the_prediction_column_names_each_figure_outside_its_window() -> None:
+    def vs(**outcomes: tuple[str, str, float | None]) -> dict[str, Any]:
+        return {n: {"outcome": o, "how": h, "by_s": b, "detail": "why"} for n, (o, h, b) in outcomes.items()}
+
+    ok = ("pass", "pass", 0.0)
+    assert _cell(_summary(vs_prediction=vs(switchover=ok, dns_convergence=ok, client_recovery=ok)),
+                 "vs prediction") == "ok (not asserted)"
+    late = _summary(vs_prediction=vs(switchover=("fail", "late", 1.234), dns_convergence=("fail", "early", 0.2),
+                                     client_recovery=("n/a", "n/a", None)))
+    assert _cell(late, "vs prediction") == "FAIL sw +1.23s late, dns -0.20s early (not asserted)"
+    na = ("n/a", "n/a", None)
+    done = [{"name": "dns_convergence_vs_prediction", "outcome": "n/a"}]
+    assert _cell(_summary(vs_prediction=vs(switchover=na, dns_convergence=na), verdicts=done),
+                 "vs prediction") == "n/a: why"
+    assert _cell(_summary(vs_prediction=vs(switchover=ok, dns_convergence=na), verdicts=done),
+                 "vs prediction") == "ok (dns n/a)"
+    assert _cell(_summary(), "vs prediction") == "-"
+    asserted = [{"name": "switchover_vs_prediction", "outcome": "fail"}]
+    assert _cell({**late, "verdicts": asserted}, "vs prediction") == "FAIL sw +1.23s late, dns -0.20s early"
+
+
 @pytest.mark.parametrize(("v", "title"), [
     (Verdict("switchover", "pass", "", "2.31 s", "± 0.10 s", "180 s"),
      "verdict switchover: PASS 2.31 s ± 0.10 s (limit 180 s)"),

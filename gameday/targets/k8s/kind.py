@@ -45,6 +45,7 @@ from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import Topology
+from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)
 
@@ -503,6 +504,16 @@ class KindTarget:
 
     def sources(self) -> Sources:
         return self.kube.sources()
+
+    # -- the prediction's inputs (StatesTiming) ---------------------------------------------
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """The topology's timings: the reference GSLB and agents run with exactly these."""
+        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
+        return from_topology(self.topology, f"topology {self.topology.name!r}")
+
+    def timing_contradiction(self) -> str | None:
+        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
+        return None
 
     def check_health(self, timeout: float) -> None:
         self.kube.check_health(timeout)

@@ -54,6 +54,7 @@ from gameday.targets.k8s.client import (
 from gameday.targets.k8s.plan import Op
 from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.topology import GLOBAL_CLUSTER, Topology
+from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)
 
@@ -273,6 +274,16 @@ class KubeTarget:
 
     def _node_address(self, cluster: str) -> str:
         return self.clusters.node_address(cluster)
+
+    # -- the prediction's inputs (StatesTiming) ---------------------------------------------
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """The topology's timings: the reference GSLB and agents run with exactly these."""
+        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
+        return from_topology(self.topology, f"topology {self.topology.name!r}")
+
+    def timing_contradiction(self) -> str | None:
+        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
+        return None
 
     def check_health(self, timeout: float) -> None:
         """Every Deployment and StatefulSet of the federation fully available, in every cluster.

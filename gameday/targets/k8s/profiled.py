@@ -39,6 +39,7 @@ from gameday.targets.k8s.client import (
     probe_api_server,
 )
 from gameday.targets.k8s.plan import Op
+from gameday.verdicts.predict import StatedTiming
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +146,13 @@ class ProfileKubeTarget:
     @property
     def dns_ttl(self) -> float:
         return self.external.dns_ttl
+
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """As the external target: the profile's ``timing:`` and the TTL the DNS server answers with."""
+        return self.external.stated_timing(prefer_observed_ttl=prefer_observed_ttl)
+
+    def timing_contradiction(self) -> str | None:
+        return self.external.timing_contradiction()
 
     def check_health(self, timeout: float) -> None:
         self.external.check_health(timeout)  # DNS and gateways only: no API call, also in a dry run

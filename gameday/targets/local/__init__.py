@@ -25,6 +25,7 @@ from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instanc
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.targets.local.natsserver import nats_server_version
 from gameday.topology import Topology
+from gameday.verdicts.predict import StatedTiming, from_topology
 
 READY_TIMEOUT = 30.0
 """Seconds a federation of up to 10 regions has to come up and be ready; larger ones get
@@ -122,6 +123,16 @@ class LocalTarget:
         stale-snapshot alarm is the proxies', DESIGN.md §4)."""
         proxies = [n for n in self.fed.entry_nodes() if self.fed.components[n].role == "proxy"]
         return reference_sources(self.endpoints(), log_file_alarms(self.fed.logdir, proxies))
+
+    # -- the prediction's inputs (StatesTiming) ---------------------------------------------
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """The topology's timings: the reference GSLB and agents run with exactly these."""
+        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
+        return from_topology(self.topology, f"topology {self.topology.name!r}")
+
+    def timing_contradiction(self) -> str | None:
+        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
+        return None
 
     def check_health(self, timeout: float) -> None:
         try:
