@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 
 import matplotlib.image
 import pytest
@@ -57,3 +59,18 @@ def test_rounds_and_trend_pngs_decode() -> None:
             for i in range(1, 5)]
     assert decoded(plots.trend_png(rows))[0] == 1000
     assert decoded(plots.trend_png([]))[0] == 1000
+
+
+def test_prewarm_imports_matplotlib_with_agg_in_a_thread_of_its_own() -> None:
+    """A drill imports matplotlib while it waits (plots.prewarm); importing plots alone does not."""
+    code = ("import sys, threading\n"
+            "from gameday.reports import plots\n"
+            "assert 'matplotlib' not in sys.modules, 'imported with plots'\n"
+            "t = plots.prewarm()\n"
+            "assert t is not threading.main_thread() and t.daemon\n"
+            "t.join(120)\n"
+            "import matplotlib\n"
+            "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'none', matplotlib.get_backend().lower())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["pyplot", "agg"], out.stdout
