@@ -5,9 +5,9 @@
     .venv/bin/python bench/run.py --only gateway_cost,propagation
 
 Benchmarks (see bench/README.md): gateway_cost (a), propagation (b), bringup (c),
-calibrated_drill (d), drill_wall (e), observer_rate (f), regional (g). Not timed tests: they measure and report; the
-Markdown says PASS/FAIL against each issue's target but the exit code is 0 unless a
-benchmark crashed.
+calibrated_drill (d), drill_wall (e), observer_rate (f), regional (g), drill_split (h). Not
+timed tests: they measure and report; the Markdown says PASS/FAIL against each issue's target
+but the exit code is 0 unless a benchmark crashed.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ sys.path.insert(0, str(HERE))
 
 from common import BenchResult, loadavg  # noqa: E402  (bench/ is not a package)
 
-NAMES = ("gateway_cost", "propagation", "bringup", "calibrated_drill", "drill_wall", "observer_rate", "regional")
+NAMES = ("gateway_cost", "propagation", "bringup", "calibrated_drill", "drill_wall", "observer_rate", "regional",
+         "drill_split")
 
 
 def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
@@ -50,8 +51,9 @@ def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
     return results
 
 
-def run(only: list[str], quick: bool) -> list[BenchResult]:
+def run(only: list[str], quick: bool, split_ref: str | None = None) -> list[BenchResult]:
     import calibrated_drill
+    import drill_split
     import drill_wall
     import gateway_cost
     import observer_rate
@@ -73,6 +75,8 @@ def run(only: list[str], quick: bool) -> list[BenchResult]:
         results += _timed("observer_rate", lambda: [observer_rate.run(quick)])
     if "regional" in only:
         results += _timed("regional", lambda: [regional.run(quick)])
+    if "drill_split" in only:
+        results += _timed("drill_split", lambda: [drill_split.run(quick, split_ref)])
     return results
 
 
@@ -98,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer rounds and repetitions (~3-4 min)")
     p.add_argument("--out", type=Path, default=HERE / "results",
                    help="results directory (default: bench/results)")
+    p.add_argument("--drill-split-ref", metavar="COMMIT",
+                   help="drill_split: also run the drill of COMMIT, alternating with this checkout's")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     only = [n.strip() for n in a.only.split(",")] if a.only else list(NAMES)
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     la0, t0 = loadavg(), time.monotonic()
     print(f"gameday bench ({'quick' if a.quick else 'full'}): {', '.join(only)}; "
           f"{os.cpu_count()} cpus, load average {la0}", flush=True)
-    results = run(only, a.quick)
+    results = run(only, a.quick, a.drill_split_ref)
     meta: dict[str, object] = {
         "when": time.strftime("%Y-%m-%d %H:%M:%S"), "host": platform.node(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "quick": a.quick, "only": only,

@@ -649,11 +649,17 @@ class Drill:
         timeout = timeout if timeout is not None else (
             self.slo.switchover_limit + self.dns_ttl + self.slo.recovery_window + 5)
         deadline = fault.window.t_fault + timeout
+        # The observation ends at the first tick at which every figure is decided. Client
+        # recovery cannot be before a whole recovery window has passed after the fault:
+        # until then the full check runs every 0.5 s (it sums every request), from then on
+        # at every tick, so the block does not outlast its last window by up to 0.5 s.
+        decidable = fault.window.t_fault + (self.slo.recovery_window if self.load is not None else 0.0)
         last_full = 0.0
         while time.monotonic() < deadline:
             self._check(fault)
-            if res.switchover().value is not None and time.monotonic() - last_full > 0.5:
-                last_full = time.monotonic()
+            now = time.monotonic()
+            if res.switchover().value is not None and (now >= decidable or now - last_full > 0.5):
+                last_full = now
                 done = res.dns_convergence().value is not None
                 if done and self.load is not None:
                     done = res.client_recovery().value is not None

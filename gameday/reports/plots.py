@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import statistics
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -152,6 +153,18 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
         lanes=[lanes[k] for k in sorted(lanes)],
         alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers,
         predicted=predicted)
+
+
+def prewarm() -> threading.Thread:
+    """Import matplotlib (the Agg backend and pyplot) in a daemon thread, now.
+
+    A drill calls it as it starts: the import (about half a drill plot's CPU) then runs while
+    the drill mostly waits (steady state, the fault block), not on the way to its verdicts
+    when the plot is drawn. Drawing still imports it itself (a no-op, or a wait on the
+    import lock until this thread is done)."""
+    t = threading.Thread(target=_pyplot, name="gameday-matplotlib-import", daemon=True)
+    t.start()
+    return t
 
 
 def _pyplot() -> Any:

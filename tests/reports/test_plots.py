@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import subprocess
+import sys
 from dataclasses import replace
 
 import matplotlib.axes
@@ -129,3 +131,18 @@ def test_a_panel_without_a_source_says_not_observed(drill_result: DrillResult) -
     finally:
         plots._pyplot().close(fig)
     assert decoded(plots.timeline_png(bare))[0] == 1000
+
+
+def test_prewarm_imports_matplotlib_with_agg_in_a_thread_of_its_own() -> None:
+    """A drill imports matplotlib while it waits (plots.prewarm); importing plots alone does not."""
+    code = ("import sys, threading\n"
+            "from gameday.reports import plots\n"
+            "assert 'matplotlib' not in sys.modules, 'imported with plots'\n"
+            "t = plots.prewarm()\n"
+            "assert t is not threading.main_thread() and t.daemon\n"
+            "t.join(120)\n"
+            "import matplotlib\n"
+            "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'none', matplotlib.get_backend().lower())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["pyplot", "agg"], out.stdout
