@@ -47,7 +47,10 @@ def test_a_really_overloaded_surviving_region_fails_headroom_during_the_drill(br
                {"name": "b", "weight": 30, "fallback": "a", "instances": 2, "capacity_rps": 17},
                {"name": "c", "weight": 20, "fallback": "a", "instances": 2, "capacity_rps": 20}]
     seed = seed_picking("a", HEADLINE_ID)
-    result = broken_run([HEADLINE], {"regions": regions}, f"--gameday-seed={seed}", "--gameday-recovery-window=20")
+    # Clients never recover (b keeps rejecting), so the block lasts until its limit: switchover
+    # limit + TTL + window + 5 s; a 15 s limit (the switchover takes under 1 s) keeps that at ~41 s.
+    result = broken_run([HEADLINE], {"regions": regions}, f"--gameday-seed={seed}", "--gameday-recovery-window=20",
+                        "--gameday-switchover-limit=15")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: headroom: dynamic_headroom: *(false-failure probability)*"])
     assert "static_headroom" not in result.stdout.str().split("AssertionError: headroom:")[1].splitlines()[0]
