@@ -108,6 +108,17 @@ def test_a_drill_inside_its_windows_passes_all_three() -> None:
     assert summary["prediction"]["windows"]["switchover"]["latest_s"] == pytest.approx(0.7)  # type: ignore[index]
 
 
+def test_a_figure_an_aborted_drill_never_reached_is_na_and_otherwise_fails() -> None:
+    # Clients still failing when the block ended: client recovery is not reached.
+    never = _result(switch_at=1.6, dns_at=1.6, cp_at=1.5, errors_until=30.0)
+    assert never.vs_prediction("client_recovery").outcome == "fail"
+    aborted = _result(switch_at=1.6, dns_at=1.6, cp_at=1.5, errors_until=30.0)
+    aborted.fault.aborted = "interrupted by Ctrl-C (SIGINT)"
+    verdict = aborted.vs_prediction("client_recovery")
+    assert (verdict.outcome, verdict.detail) == (
+        "n/a", "client recovery not reached before the drill was aborted (interrupted by Ctrl-C (SIGINT))")
+
+
 def test_slow_detection_is_named_as_probe_rounds_instead_of_fall() -> None:
     # the control plane only learns at t+1.5 s: 7-8 rounds of 0.2 s, not 3
     res = _result(switch_at=2.6, dns_at=2.6, cp_at=2.5, errors_until=3.5)

@@ -558,6 +558,9 @@ class DrillResult:
         limit = f"predicted {w.shown()} (+ resolution + {self.slo.prediction_slack:g} s slack)"
         if j.outcome == "pass":
             return Verdict(verdict, "pass", "", fig, res, limit), j
+        if j.outcome == "not reached" and self.fault.aborted:
+            return Verdict(verdict, "n/a", f"{shown} not reached before the drill was aborted ({self.fault.aborted})",
+                           fig, res, limit), j
         if j.outcome == "not reached":
             return Verdict(verdict, "fail", f"{shown} not reached; predicted {w.shown()} ({w.derivation})", fig,
                            res, limit), j
