@@ -53,7 +53,10 @@ lint: $(STAMP)
 # timing-sensitive checks then ran beside the heaviest tests and failed under that load.
 # -n 3 for the suites failed R9's 1 s utilisation peak once in three before headroom became
 # a sign test over one-second samples; see the README's statistical verdicts.)
-XDIST ?= 3
+# Default 2: the last fresh-clone run at -n 3 failed two timing-sensitive tests (a late-fault
+# prediction control's client recovery, the Allure drill's traffic shares) that passed in the
+# two runs before it and at -n 2; `make test XDIST=3` is the faster loop (10.5 min in CI).
+XDIST ?= 2
 test: lint
 	$(PY) -m pytest -n $(XDIST) --dist loadgroup tests --junitxml=reports/junit-tests.xml $(PYTEST_ARGS)
 	$(PY) -m pytest -n $(XDIST) --dist loadgroup suites/gameday suites/conformance --junitxml=reports/junit-suites.xml \
