@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import CodeType, FrameType
+from types import CodeType, FrameType, TracebackType
 from typing import Any
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -316,6 +316,37 @@ class Interrupts:
                 os.write(fd, f"{line}\n".encode())
             finally:
                 os.close(fd)
+
+
+def give_every_frame_a_line(exc: BaseException) -> None:
+    """Give each traceback entry of *exc* (and of the exceptions it chains) a line number.
+
+    A signal can land on an instruction CPython keeps no line for (3.11: part of an
+    exception table's cleanup); the entry for that frame then has ``tb_lineno`` None, and
+    pytest, rendering the interrupt for its "KeyboardInterrupt" summary, fails with a
+    ``TypeError`` of its own: a 60-line traceback after a clean stop, and exit status 1
+    instead of 2. The entry is rebuilt on the frame's current line (or its first line), so
+    the frame stays in the report.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb, prev = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_lineno is None:  # typeshed: int | None (None on an instruction without a line)
+                frame = tb.tb_frame
+                line = frame.f_lineno or frame.f_code.co_firstlineno
+                tb = TracebackType(tb.tb_next, frame, tb.tb_lasti, line)
+                if prev is None:
+                    e.__traceback__ = tb
+                else:
+                    prev.tb_next = tb
+            prev, tb = tb, tb.tb_next
+        todo += [e.__cause__, e.__context__]
 
 
 def _finalizer(frame: FrameType | None, hook: CodeType) -> str | None:

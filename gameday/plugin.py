@@ -16,6 +16,7 @@ import pytest
 
 from gameday import session as gsession
 from gameday.errors import ConfigError
+from gameday.interrupts import give_every_frame_a_line
 from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
@@ -199,6 +200,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE_KEY, None)
     if state is not None:
         state.interrupts.watch_unraisable()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    # Before the terminal reporter renders the interrupt: a frame the signal caught between
+    # lines would make that rendering fail (see give_every_frame_a_line).
+    give_every_frame_a_line(excinfo.value)
 
 
 @pytest.hookimpl(tryfirst=True)
