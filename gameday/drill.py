@@ -653,6 +653,9 @@ class Drill:
         # recovery cannot be before a whole recovery window has passed after the fault:
         # until then the full check runs every 0.5 s (it sums every request), from then on
         # at every tick, so the block does not outlast its last window by up to 0.5 s.
+        # A window is decided only once every request sent in it is recorded (the load's
+        # watermark has passed its end): one that looks clean while its failed requests are
+        # still timing out would end the block on a figure the final records contradict.
         decidable = fault.window.t_fault + (self.slo.recovery_window if self.load is not None else 0.0)
         last_full = 0.0
         while time.monotonic() < deadline:
@@ -662,13 +665,24 @@ class Drill:
                 last_full = now
                 done = res.dns_convergence().value is not None
                 if done and self.load is not None:
-                    done = res.client_recovery().value is not None
+                    covered = self._requests_complete_until(now)
+                    done = covered >= decidable and res.client_recovery(until=covered).value is not None
                 if done:
                     break
             self._tick_progress()
             time.sleep(0.1)
         self._check(fault)
         return res
+
+    def _requests_complete_until(self, now: float) -> float:
+        """The send time before which every load request is on the timeline: the load's
+        watermark as of the observer's last tick; for a locustfile that writes none, *now*
+        less a request's whole life (a DNS and an HTTP timeout) and a poll."""
+        mark = self._load_complete_until
+        if mark is None:
+            timeout = self.load.timeout if self.load is not None else 0.0
+            return now - 2 * timeout - 0.5
+        return min(now, mark)
 
     def observe(self, fault: ActiveFault, seconds: float) -> DrillResult:
         """Watch the fault for *seconds* (for faults that remove no region)."""
@@ -692,8 +706,12 @@ class Drill:
     # -- per tick (observer thread): stop conditions and the progress line ------------------------
     _phase = "idle"
 
+    _load_complete_until: float | None = None
+
     def _on_tick(self, now: float) -> None:
         """Observer thread, every tick: evaluate the stop condition and the watcher."""
+        if self.load is not None:  # read after this tick put the load's new records on the timeline
+            self._load_complete_until = self.load.complete_until()
         active = self.active
         ratio, n = self._recent_error_ratio(active, now)
         if active is not None and not active.reverted:

@@ -71,7 +71,13 @@ CFG = _Config(dict(os.environ))
 
 
 class _Records:
-    """Buffered JSONL writer, flushed every 0.2 s so the harness sees requests promptly.
+    """Buffered JSONL writer, flushed every 0.1 s so the harness sees requests promptly.
+
+    Each flush ends with a watermark line, ``{"w": t}``: every request this process sent
+    before ``t`` is in the file by then (``t`` is the send time of the oldest request still
+    in flight, or the flush time). A request is recorded when it completes, up to a DNS and
+    an HTTP timeout after it was sent, so the newest seconds of a file are always incomplete;
+    the harness decides a window of requests only once the watermarks have passed its end.
 
     On a remote worker (``send`` set) a flush sends the batch to the master instead, which
     writes it on the harness's clock."""
@@ -81,6 +87,17 @@ class _Records:
         self.buf: list[str] = []
         self.last_flush = time.monotonic()
         self.send: Any = None
+        self.in_flight: dict[int, float] = {}
+        self._token = 0
+
+    def sending(self, t: float) -> int:
+        """A request sent at *t* is in flight until :meth:`sent` (recorded or not)."""
+        self._token += 1
+        self.in_flight[self._token] = t
+        return self._token
+
+    def sent(self, token: int) -> None:
+        self.in_flight.pop(token, None)
 
     def add(self, rec: dict[str, Any]) -> None:
         if self.send is None and self.fh is None:
@@ -88,10 +105,13 @@ class _Records:
             self.fh = open(os.path.join(_RECORDS_DIR, f"requests-{os.getpid()}.jsonl"), "a")  # noqa: SIM115
         self.buf.append(json.dumps(rec, separators=(",", ":")))
         now = time.monotonic()
-        if now - self.last_flush >= 0.2:
+        if now - self.last_flush >= 0.1:
             self.flush()
 
     def flush(self) -> None:
+        if self.buf:
+            mark = min(self.in_flight.values(), default=time.monotonic())
+            self.buf.append(json.dumps({"w": mark}, separators=(",", ":")))
         if self.send is not None and self.buf:
             self.send("gameday_records", {"lines": self.buf})
             self.buf = []
@@ -200,7 +220,9 @@ class _Clocks:
         out = []
         for line in lines:
             rec = json.loads(line)
-            rec["t"] = float(rec["t"]) + offset
+            for key in ("t", "w"):  # a request's send time; a watermark
+                if key in rec:
+                    rec[key] = float(rec[key]) + offset
             out.append(json.dumps(rec, separators=(",", ":")))
         fh.write("\n".join(out) + "\n")
         fh.flush()
@@ -277,6 +299,13 @@ class GamedayUser(HttpUser):
     @task
     def work(self) -> None:
         t = time.monotonic()
+        token = RECORDS.sending(t)
+        try:
+            self._request(t)
+        finally:
+            RECORDS.sent(token)
+
+    def _request(self, t: float) -> None:
         try:
             addr = self.resolve()
         except (dns.exception.DNSException, OSError) as exc:

@@ -90,6 +90,7 @@ class LoadRunner:
         self.workers_wait = workers_wait
         self._master_port: int | None = None
         self._offsets: dict[Path, int] = {}
+        self._marks: dict[Path, float | None] = {}
         self.started_at: float | None = None
         self.records: list[RequestRec] = []
 
@@ -232,12 +233,30 @@ class LoadRunner:
             for line in data[:end].splitlines():
                 try:
                     d = json.loads(line)
+                    if "w" in d and "t" not in d:  # the locustfile's watermark (see complete_until)
+                        self._marks[path] = float(d["w"])
+                        continue
+                    self._marks.setdefault(path, None)
                     new.append(RequestRec(t=float(d["t"]), status=int(d["s"]), latency=float(d["l"]),
                                           region=d.get("r"), error=d.get("e")))
                 except (ValueError, KeyError, TypeError):
                     continue  # a user locustfile may write other lines; they are not ours
         self.records.extend(new)
         return new
+
+    def complete_until(self) -> float | None:
+        """The send time before which every request of every load process is in :attr:`records`
+        (the oldest of the processes' last watermarks), or None where a process's file has
+        none: a user's locustfile that writes no watermarks. Up to date as of the last
+        :meth:`poll`.
+
+        A request is recorded when it completes, up to a DNS and an HTTP timeout after it
+        was sent, so "no error in the last second" read from the records alone can be
+        errors that are still on their way."""
+        marks = list(self._marks.values())
+        if not marks or any(m is None for m in marks):
+            return None
+        return min(m for m in marks if m is not None)
 
     def achieved_rate(self, start: float, end: float) -> float:
         """Requests/s sent in [start, end]."""

@@ -198,9 +198,10 @@ class DrillResult:
                                  f"{self.poll_interval:g} s: {rate.source} was read {rate.achieved_hz:.1f} "
                                  f"times/s of {rate.nominal_hz:.0f} asked (longest gap {rate.max_gap_s:.2f} s)")
 
-    def client_recovery(self) -> Figure:
+    def client_recovery(self, until: float | None = None) -> Figure:
+        """*until*: judge only the windows that end by then (default: the revert, or now)."""
         tl = self.timeline.copy()
-        return client_recovery(tl.requests, self.fault.t_fault, self._until,
+        return client_recovery(tl.requests, self.fault.t_fault, self._until if until is None else until,
                                window=self.slo.recovery_window, slo=self.slo.error_ratio,
                                clock_uncertainty=self.clock_uncertainty)
 

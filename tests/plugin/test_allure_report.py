@@ -130,7 +130,11 @@ def test_a_drills_allure_results_tell_the_story(pytester: pytest.Pytester) -> No
     series = json.loads((pytester.path / "series.json").read_text())
     assert series["region"] == "a" and series["recovered"] is not None
     assert series["before"]["a"] > 5 and series["after"]["a"] == 0.0, series
-    assert series["after"]["b"] > series["before"]["b"] and series["after"]["c"] > series["before"]["c"], series
+    # Together, not each: which survivor a client lands on is the GSLB's weighted pick, so one
+    # survivor's own rate can stay near its old one (seen once on a loaded machine).
+    survivors = [r for r in series["after"] if r != "a"]
+    assert all(series["after"][r] > 0 for r in survivors), series
+    assert sum(series["after"][r] for r in survivors) >= 0.8 * sum(series["before"].values()), series
 
     # -- run 2: broken (slow broadcasts), another seed and so another region --------------------------
     topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
