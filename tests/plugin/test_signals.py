@@ -29,7 +29,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 #   started    federation and load are up (the fixtures are done)
 #   baseline   the fault's steady-state check is about to run (HANG_BASELINE seconds of it)
 #   injected   the fault is in effect
-#   reverting  the block ends now (with HANG_REVERT set): the revert starts
+#   reverting  (with HANG_REVERT set) the target's revert has started; it lasts 1 s more
 DRILL = """
 import os, time
 from pathlib import Path
@@ -39,11 +39,21 @@ import pytest
 def test_hang(drill, load):
     Path("started").write_text("yes")
     Path("baseline").write_text("yes")
+    if os.environ.get("HANG_REVERT"):
+        # the marker from inside the target's revert (the shield is up by then), and a
+        # revert that lasts: a signal sent on seeing it lands in the revert, however loaded
+        # the machine (written as the block ended, it once landed before the revert began)
+        target = getattr(drill.target, "_target", drill.target)
+        real_revert = target.revert
+        def slow_revert(*args, **kwargs):
+            Path("reverting").write_text("yes")
+            time.sleep(1.0)
+            return real_revert(*args, **kwargs)
+        target.revert = slow_revert
     with drill.fault("gateway_down", "b", baseline=float(os.environ.get("HANG_BASELINE", "1"))):
         Path("injected").write_text("yes")
         if not os.environ.get("HANG_REVERT"):
             time.sleep(120)
-        Path("reverting").write_text("yes")
     Path("restored").write_text("yes")
     time.sleep(120)
 """

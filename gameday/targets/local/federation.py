@@ -122,6 +122,9 @@ class LocalFederation:
 
     def __init__(self, spec: FederationSpec) -> None:
         self.spec = spec
+        #: Proxies given the ``proxy_never_refresh`` defect: they stay at the version they had
+        #: then, so readiness asks them to route, not to be at the control plane's version.
+        self.never_refreshing: set[str] = set()
         self.workdir = Path(spec.workdir)
         self.logdir = self.workdir / "logs"
         self.spec_path = self.workdir / "spec.json"
@@ -162,6 +165,8 @@ class LocalFederation:
         try:
             fed = cls(FederationSpec.load(_state_field(state, "spec", str)))
             _restore_state(fed, state)
+            # a running federation had its defects applied when it started
+            fed.never_refreshing = {f"proxy-{r}" for r in fed.spec.topology.defects.proxy_never_refresh}
         except (ValueError, TypeError, KeyError, OSError, GamedayError) as exc:
             raise CorruptFile(state_path, f"not a federation state ({exc})"[:300]) from exc
         return fed
@@ -228,6 +233,7 @@ class LocalFederation:
             # (at start-up they would never become ready, which is a different failure).
             for region in self.spec.topology.defects.proxy_never_refresh:
                 self.admin(f"proxy-{region}", {"never_refresh": True})
+                self.never_refreshing.add(f"proxy-{region}")
         except BaseException:
             self.stop()
             raise
