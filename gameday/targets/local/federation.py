@@ -120,8 +120,11 @@ __all__ = ["Component", "LocalFederation", "pid_alive"]
 class LocalFederation:
     """A federation of local processes on per-region loopback addresses."""
 
-    def __init__(self, spec: FederationSpec) -> None:
+    def __init__(self, spec: FederationSpec, topology: Topology) -> None:
         self.spec = spec
+        self.topology = topology
+        """The harness's topology the spec was planned from (the app's spec carries only its own
+        view of it, :class:`~gameday.fedapp.spec.AppTopology`); kept in ``state.json`` for :meth:`attach`."""
         self.workdir = Path(spec.workdir)
         self.logdir = self.workdir / "logs"
         self.spec_path = self.workdir / "spec.json"
@@ -144,7 +147,7 @@ class LocalFederation:
         """Plan addresses and ports for *topology* under *workdir* (nothing is started); every
         component serves admin on a port of its own (:meth:`admin_endpoint`)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(plan_federation(topology, workdir.resolve(), run_id, separate_admin=True))
+        return cls(plan_federation(topology, workdir.resolve(), run_id, separate_admin=True), topology)
 
     @classmethod
     def attach(cls, workdir: Path) -> LocalFederation:
@@ -160,7 +163,8 @@ class LocalFederation:
         if state is None:
             raise TargetError(f"{state_path}: no federation state to attach to")
         try:
-            fed = cls(FederationSpec.load(_state_field(state, "spec", str)))
+            fed = cls(FederationSpec.load(_state_field(state, "spec", str)),
+                      Topology.model_validate(_state_field(state, "topology", dict)))
             _restore_state(fed, state)
         except (ValueError, TypeError, KeyError, OSError, GamedayError) as exc:
             raise CorruptFile(state_path, f"not a federation state ({exc})"[:300]) from exc
@@ -187,6 +191,7 @@ class LocalFederation:
         state = {
             "run_id": self.spec.run_id,
             "spec": str(self.spec_path),
+            "topology": self.topology.model_dump(mode="json"),
             "launcher_pid": self.launcher_pid,
             "launcher_starttime": self.launcher_starttime,
             "owner_pid": self.owner_pid,
