@@ -49,7 +49,7 @@ runs this example, and drills with it from a conftest)::
     VERDICTS.add(VerdictKind(
         name="p99_latency", title="p99 latency of served requests during the fault", unit="ms",
         needs=lambda drill: None if drill.timeline.requests else "no client requests recorded",
-        check=_p99_latency, column="p99 latency",
+        input="client requests (a load generator)", check=_p99_latency, column="p99 latency",
         measures="the 99th percentile latency of the requests served between the fault and its revert",
         judged="at most the limit (default 1 s)"))
 
@@ -141,6 +141,8 @@ class VerdictKind:
     needs: Callable[[DrillInputs], str | None] | None = None
     """The reason it is not applicable on *drill* (its input is missing), or None; None
     here: it always has its input."""
+    input: str = ""
+    """The input :attr:`needs` looks for, in words (docs); empty: always there."""
     asserts: tuple[str, ...] = ()
     """The ``DrillResult`` methods that judge it (the built-ins); empty: ``assert_verdict``."""
     check: Check | None = None
@@ -323,19 +325,20 @@ VERDICTS = VerdictTable((
         judged="at most the limit (the SLO, 180 s); false-failure probability <= 0.001"),
     VerdictKind(
         name="versions", title="control-plane and entry-node versions", unit="", column="versions",
-        cell=_versions_cell, in_line=True, needs=_needs_control_plane,
+        cell=_versions_cell, in_line=True, needs=_needs_control_plane, input="a control-plane version source",
         asserts=("assert_versions_incremented", "assert_versions_monotonic"),
         measures="the control plane's version sequence and every entry node's",
         judged="never back; for a region outage, up once for the fault and once for the restore"),
     VerdictKind(
         name="stale_alarms", title="stale-snapshot alarms", unit="alarms", column="stale alarms",
         cell=_stale_alarms_cell, detail=_stale_alarms_detail, in_line=True, needs=_needs_alarms,
+        input="an alarm source",
         asserts=("assert_no_stale_snapshot_alarms", "assert_stale_snapshot_alarm_fired"),
         measures="alarm events from the entry nodes inside the drill window (not from regions cut off)",
         judged="0 (or at least 1 where staleness is real: the control plane down)"),
     VerdictKind(
         name="headroom", title="N-1 and dynamic headroom", unit="%", column="headroom", cell=_headroom_cell,
-        needs=_needs_capacities, asserts=("assert_headroom",),
+        needs=_needs_capacities, input="a declared capacity for every region", asserts=("assert_headroom",),
         measures="static N-1 capacity before the fault; surviving regions' utilisation and overload "
                  "responses during it",
         judged="capacity(all but r) >= offered x (1 + margin); utilisation within the limit (80 %) and "
@@ -343,6 +346,7 @@ VERDICTS = VerdictTable((
     VerdictKind(
         name="vs_prediction", title="figures against their predicted windows (DESIGN.md §8)", unit="s",
         column="vs prediction", cell=_vs_prediction_cell, asserts=("assert_as_predicted",),
+        input="a predicted window (the stated timing), per figure: judged inside assert_as_predicted",
         records=("switchover_vs_prediction", "dns_convergence_vs_prediction", "client_recovery_vs_prediction"),
         measures="switchover, DNS convergence and client recovery, each against the window the federation's "
                  "stated timing predicts",
@@ -367,9 +371,10 @@ VERDICTS = VerdictTable((
 
 def markdown_table(kinds: Mapping[str, VerdictKind] | None = None) -> str:
     """The verdicts as README's table (name, what, unit, table column, asserted by)."""
-    rows = ["| verdict | what | unit | column | asserted by |", "|---|---|---|---|---|"]
+    rows = ["| verdict | unit | measured | judged | n/a without | table column | asserted by |",
+            "|---|---|---|---|---|---|---|"]
     for k in (VERDICTS if kinds is None else kinds).values():
         how = ", ".join(f"`{a}()`" for a in k.asserts) or f'`assert_verdict("{k.name}")`'
-        rows.append(f"| `{k.name}` | {k.title}: {k.measures}; {k.judged} | {k.unit or '-'} | "
+        rows.append(f"| `{k.name}`: {k.title} | {k.unit or '-'} | {k.measures} | {k.judged} | {k.input or '-'} | "
                     f"{k.column or '-'} | {how} |")
     return "\n".join(rows) + "\n"
