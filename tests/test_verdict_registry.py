@@ -100,7 +100,7 @@ def test_a_registered_verdict_is_judged_shown_and_n_a_without_its_input() -> Non
 
 def test_assert_verdict_names_the_method_of_a_built_in_and_the_known_verdicts() -> None:
     res = _result([])
-    with pytest.raises(KeyError, match="asserted by assert_switchover_under, not assert_verdict"):
+    with pytest.raises(TypeError, match="asserted by assert_switchover_under, not assert_verdict"):
         res.assert_verdict("switchover")
     with pytest.raises(KeyError, match="no verdict 'p95' is registered; expected one of client_recovery, "):
         res.assert_verdict("p95")

@@ -15,9 +15,10 @@ reads it from here:
 How to add a verdict
 --------------------
 
-1. Measure the figure: a pure function of the timeline (no I/O, no clocks), tested on
-   hand-made timelines; the built-in ones are in :mod:`gameday.verdicts.measure` and
-   :mod:`gameday.verdicts.capacity`.
+1. Measure the figure: a pure function of the drill's timeline (no I/O, no clocks), tested
+   on hand-made timelines. In gameday it goes in :mod:`gameday.verdicts.measure` or
+   :mod:`gameday.verdicts.capacity` beside the built-ins'; in a conftest, beside its entry
+   (the example below measures inside its ``check``).
 2. Register a :class:`VerdictKind`: its name, title and unit, the input it needs (``needs``
    returns the reason it is not applicable, or None), and ``check``, which measures and
    judges in one call and returns a :class:`Reading` (figure, limit, passed, and a failure

@@ -491,14 +491,15 @@ class DrillResult:
 
         Raises:
             AssertionError: the verdict failed (the entry's message).
-            KeyError: no verdict *name* is registered, or it has no ``check`` (the built-ins
-                have their own ``assert_*`` methods, which the message names).
+            KeyError: no verdict *name* is registered (the message lists those that are).
+            TypeError: verdict *name* has no ``check``: it is a built-in with its own
+                ``assert_*`` methods, which the message names.
         """
         kind = VERDICTS.get(name)
         if kind is None:
             raise KeyError(f"no verdict {name!r} is registered; expected one of {', '.join(VERDICTS.names())}")
         if kind.check is None:
-            raise KeyError(f"verdict {name!r} is asserted by {', '.join(kind.asserts)}, not assert_verdict")
+            raise TypeError(f"verdict {name!r} is asserted by {', '.join(kind.asserts)}, not assert_verdict")
         if self._na(name) is not None:
             return self.verdicts[-1]
         with self._verdict(name) as m:
