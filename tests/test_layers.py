@@ -8,6 +8,8 @@ import pkgutil
 import tomllib
 from pathlib import Path
 
+import grimp  # import-linter's graph builder (the test extra's import-linter brings it)
+
 import gameday
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,3 +35,13 @@ def test_no_module_is_in_two_layers() -> None:
         for name in layer:
             assert name not in seen, f"{name} is in layers {seen[name]} and {i}"
             seen[name] = i
+
+
+def test_the_reference_app_imports_only_itself_of_gameday() -> None:
+    """Whatever the harness's modules are called (the fedapp contract lists them by name), the
+    app's import graph (function-level and TYPE_CHECKING imports included) reaches nothing of
+    gameday outside gameday.fedapp but the package itself and its version."""
+    graph = grimp.build_graph("gameday", exclude_type_checking_imports=False)
+    app = {m for m in graph.modules if m == "gameday.fedapp" or m.startswith("gameday.fedapp.")}
+    reached = {imported for m in app for imported in graph.find_modules_directly_imported_by(m)}
+    assert reached - app - {"gameday", "gameday.version"} == set()

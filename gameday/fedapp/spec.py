@@ -1,4 +1,4 @@
-"""The resolved federation: a topology plus the addresses and ports each component got.
+"""The resolved federation: the app's view of a topology plus the addresses and ports each component got.
 
 The launcher writes one ``spec.json`` per federation into its work directory; every
 component process reads it (``--spec``) and finds its own section by role, region and
@@ -20,16 +20,105 @@ GSLB (DNS UDP+TCP, HTTP)
 With ``admin`` planned (the local target does), each HTTP component also has an admin
 listener of its own, on its own address and a free port: its admin paths are served only
 there (:mod:`gameday.fedapp.skeleton`).
+
+The reference app owns these types: it imports nothing of the harness (the import-linter
+contract in pyproject.toml forbids :mod:`gameday.topology` too), so a component process
+starts with only its own dependencies. :class:`AppTopology` is the part of the harness's
+topology the components act on (zone, service, timings, control-plane layout and state, the
+negative controls' defects); the harness builds it from its validated topology
+(:mod:`gameday.targets.fedapp_spec`) and keeps what only it needs (kubeconfig contexts, the
+offered load, per-region capacities as a model) to itself.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from gameday.topology import Topology
+
+class _Spec(BaseModel):
+    # Frozen and strict about unknown fields: spec.json is written by the harness and read by
+    # every component; a field one side knows and the other does not is a version skew to see.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AppTiming(_Spec):
+    """The sync chain's timings the components act on; seconds unless noted (the harness's
+    topology validates them and documents each: ``gameday.topology.Timing``)."""
+
+    probe_interval: float
+    """Agent and GSLB health-probe period."""
+    probe_timeout: float
+    """A probe that has not answered within this is a failure."""
+    fall: int
+    """Consecutive failed probes before removal (R2)."""
+    rise: int
+    """Consecutive successful probes before re-admission (R2)."""
+    heartbeat_interval: float
+    """Agents' heartbeat period and the control plane's version re-broadcast period."""
+    region_timeout: float
+    """A region not heard for this long is marked not alive."""
+    stale_after: float
+    """A proxy lagging or hearing no broadcast for this long raises the alarm (R6)."""
+    reconcile_interval: float
+    """Period of the slow full reconciliation (R3)."""
+    dns_ttl: int
+    """TTL of the GSLB's answers for the service name."""
+    ramp_seconds: float
+    """A re-admitted region's DNS weight ramps from 0 to full over this (R10)."""
+    request_budget: float
+    """Total time a gateway may spend on one request including its retry (R7)."""
+
+
+class AppControlPlane(_Spec):
+    """How the control plane keeps its state."""
+
+    state: Literal["durable", "ephemeral"] = "durable"
+    """``durable``: the snapshot in JetStream KV; ``ephemeral``: in memory only (a negative control)."""
+    broadcast_delay: float = 0.0
+    """Seconds each version broadcast is held back (the calibrated sync delay)."""
+
+
+class AppDefects(_Spec):
+    """Deliberate misconfigurations for negative controls (the harness's ``Defects``); the
+    defaults are a healthy federation."""
+
+    proxy_never_refresh: list[str] = Field(default_factory=list)
+    """Regions whose proxy hears broadcasts but never pulls the diff."""
+    gateway_no_fallback: list[str] = Field(default_factory=list)
+    """Regions whose gateway has local fallback disabled."""
+    gslb_ignore_weights: bool = False
+    """The GSLB answers uniformly instead of by weight."""
+    probe_interval_factor: float = 1.0
+    """The GSLB and agents probe every ``factor x probe_interval``."""
+    gslb_answer_lag: float = 0.0
+    """Seconds the GSLB keeps answering with a region after taking it out."""
+
+
+class AppTopology(_Spec):
+    """What the reference app needs of the federation's topology (the regions themselves
+    are :attr:`FederationSpec.regions`, with their addresses)."""
+
+    name: str
+    zone: str
+    """Authoritative DNS zone served by the GSLB."""
+    service: str
+    """Service label; clients resolve ``<service>.<zone>``."""
+    primary_region: str
+    """Wins slow-state conflicts (R3)."""
+    layout: Literal["global", "regional"]
+    """The control-plane layout in force (R14)."""
+    timing: AppTiming
+    control_plane: AppControlPlane = Field(default_factory=AppControlPlane)
+    defects: AppDefects = Field(default_factory=AppDefects)
+
+    @property
+    def fqdn(self) -> str:
+        """The service's fully qualified name, e.g. ``app.gameday.test.``."""
+        return f"{self.service}.{self.zone}."
 
 
 class Endpoint(BaseModel):
@@ -77,7 +166,7 @@ class FederationSpec(BaseModel):
     """Unique per federation; prefixes the NATS stream/bucket names so two federations
     never share state even if they shared a server."""
     workdir: str
-    topology: Topology
+    topology: AppTopology
     nats_url: str
     nats_port: int
     control_plane: Endpoint

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gameday.reports.steps import StepRecord, verdict_title
+from gameday.verdicts.registry import VERDICTS
 
 if TYPE_CHECKING:
     from gameday.verdicts.result import Verdict
@@ -37,9 +38,6 @@ if TYPE_CHECKING:
 # gets every region in its parameter and every drill's verdict line in its description.
 _SEEN_KEY = pytest.StashKey[dict[str, list[dict[str, Any]]]]()
 
-# Columns of table.drill_rows whose figure carries a human-readable detail, by summary key.
-_DETAIL = {"switchover": "switchover", "dns converge": "dns_convergence",
-           "client recovery": "client_recovery", "versions": "versions"}
 
 
 def allure_active(config: pytest.Config) -> bool:
@@ -175,11 +173,11 @@ def verdict_html(summary: dict[str, Any], rows: list[list[str]]) -> str:
            "<table style='border-collapse:collapse'>",
            f"<tr style='background:#f0f0f0'><th style='{cell};text-align:left'>figure</th>"
            f"<th style='{cell};text-align:left'>value</th><th style='{cell};text-align:left'>detail</th></tr>"]
+    # A verdict column's detail is its registry entry's (gameday.verdicts.registry).
+    kinds = {k.column: k for k in VERDICTS.columns()}
     for name, value in zip(head, values, strict=True):
-        fig = summary.get(_DETAIL.get(name, ""))
-        detail = str(fig.get("detail") or "") if isinstance(fig, dict) else ""
-        if name == "stale alarms" and summary.get("stale_alarms"):
-            detail = json.dumps(summary["stale_alarms"], default=str)[:300]
+        kind = kinds.get(name)
+        detail = kind.detail_of(summary) if kind is not None else ""
         if name == "vs history" and isinstance(summary.get("regression"), dict):
             detail = str(summary["regression"].get("message", ""))
         colour = "color:#c9302c;font-weight:bold" if _bad(value) else ""
@@ -194,8 +192,7 @@ def verdict_line(summary: dict[str, Any], rows: list[list[str]]) -> str:
     """The one-line verdict of a drill, as in the terminal table."""
     head, *body = rows
     values = dict(zip(head, body[0], strict=True)) if body else {}
-    parts = [f"{k} {values[k]}" for k in ("switchover", "dns converge", "client recovery", "versions",
-                                          "stale alarms") if k in values]
+    parts = [f"{k.column} {values[str(k.column)]}" for k in VERDICTS.columns() if k.in_line and k.column in values]
     return f"{_title(summary)}: " + ", ".join(parts)
 
 

@@ -1,4 +1,8 @@
-"""Plain-text tables: drill verdicts, per-round statistics, the conformance summary."""
+"""Plain-text tables: drill verdicts, per-round statistics, the conformance summary.
+
+The verdict table's verdict columns and their cells are the verdict registry's
+(:data:`gameday.verdicts.registry.VERDICTS`): a verdict registered with a column gets one here.
+"""
 
 from __future__ import annotations
 
@@ -6,76 +10,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-
-def _fig(d: dict[str, Any], name: str) -> str:
-    f = d.get(name)
-    if not isinstance(f, dict):
-        return "-"
-    # A definition other than the §4 one is named in the cell: the figure means something else.
-    how = f" ({f['definition']})" if f.get("definition") not in (None, "", "entry-node versions") else ""
-    if f.get("value_s") is None:
-        return "not reached" + how
-    return f"{f['value_s']:.2f}±{f['resolution_s']:.2f}s{how}"
-
-
-def _asserted(d: dict[str, Any], name: str) -> str | None:
-    """How the test's assertion of verdict *name* ended (``ok``, ``FAIL``, ``n/a: ...``), or None."""
-    outcomes = [v for v in d.get("verdicts") or [] if v.get("name") == name]
-    if not outcomes:
-        return None
-    if any(v["outcome"] == "fail" for v in outcomes):
-        return "FAIL"
-    if all(v["outcome"] == "n/a" for v in outcomes):
-        return "n/a: " + str(outcomes[0].get("detail", ""))
-    return "ok"
-
-
-def _na(d: dict[str, Any], name: str) -> str | None:
-    reason = (d.get("not_applicable") or {}).get(name)
-    return f"n/a: {reason}" if reason else None
-
-
-def _headroom(d: dict[str, Any]) -> str:
-    """Worst surviving utilisation against the limit (``71%/80%``), with the verdict when asserted."""
-    na = _na(d, "headroom")
-    if na:
-        return na
-    peak = d.get("peak_utilisation")
-    fig = f"{peak['utilisation']:.0%}/{peak['limit']:.0%}" if isinstance(peak, dict) else ""
-    verdict = _asserted(d, "headroom")
-    return " ".join(p for p in (fig, verdict) if p) or "-"
-
-
-_SHORT = {"switchover": "sw", "dns_convergence": "dns", "client_recovery": "clients"}
-
-
-def _vs_prediction(d: dict[str, Any]) -> str:
-    """``ok`` when every figure is inside its predicted window; else each one that is not
-    (``sw +1.10s late``); ``n/a`` with the first reason when none has a window; ``(not
-    asserted)`` after it when the test did not call ``assert_as_predicted``."""
-    cell = _vs_prediction_cell(d)
-    asserted = any(str(v.get("name", "")).endswith("_vs_prediction") for v in d.get("verdicts") or [])
-    return cell if asserted or cell == "-" else f"{cell} (not asserted)"
-
-
-def _vs_prediction_cell(d: dict[str, Any]) -> str:
-    vs = d.get("vs_prediction")
-    if not isinstance(vs, dict) or not vs:
-        return "-"
-    cells = {k: v for k, v in vs.items() if isinstance(v, dict)}
-    if all(v.get("outcome") == "n/a" for v in cells.values()):
-        first = next(iter(cells.values()), {})
-        return f"n/a: {first.get('detail', '')}"[:60]
-    bad = []
-    for name, v in cells.items():
-        how, by = v.get("how"), v.get("by_s")
-        if v.get("outcome") == "fail":
-            bad.append(f"{_SHORT.get(name, name)} {'+' if how == 'late' else '-'}{by or 0:.2f}s {how}"
-                       if how in ("late", "early") else f"{_SHORT.get(name, name)} {how}")
-    if not bad:
-        na = [_SHORT.get(n, n) for n, v in cells.items() if v.get("outcome") == "n/a"]
-        return "ok" + (f" ({', '.join(na)} n/a)" if na else "")
-    return "FAIL " + ", ".join(bad)
+from gameday.verdicts.registry import VERDICTS
 
 
 def _vs_history(d: dict[str, Any]) -> str:
@@ -84,22 +19,16 @@ def _vs_history(d: dict[str, Any]) -> str:
 
 
 def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
-    rows = [["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
-             "stale alarms", "headroom", "vs prediction", "vs history", "load (achieved/target rps)"]]
+    columns = VERDICTS.columns()
+    rows = [["test", "fault", "region", *(str(k.column) for k in columns), "vs history",
+             "load (achieved/target rps)"]]
     for d in drills:
         load = d.get("load") or {}
-        versions = d.get("versions") or {}
         rows.append([
             str(d.get("test", "")).split("::")[-1],
             str(d.get("fault")) + (" (ABORTED)" if d.get("aborted") else ""),
             str(d.get("region") or "-"),
-            _fig(d, "switchover"),
-            _fig(d, "dns_convergence"),
-            _fig(d, "client_recovery"),
-            _na(d, "versions") or ("ok" if versions.get("passed") else "FAIL"),
-            _na(d, "stale_alarms") or str(len(d.get("stale_alarms") or [])),
-            _headroom(d),
-            _vs_prediction(d),
+            *(k.cell_of(d) for k in columns),
             _vs_history(d),
             f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
         ])

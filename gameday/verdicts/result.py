@@ -9,6 +9,10 @@ declared capacities, no alarm source) is *not applicable*: its ``assert_*`` reco
 ``n/a: <reason>`` in :attr:`DrillResult.verdicts` and returns without raising. It is never
 a pass: the verdict table, run.json and JUnit show the reason, and a test whose every
 asserted verdict was not applicable is reported skipped (:mod:`gameday.session`).
+
+Which verdicts exist, what each needs and how it is shown is one table,
+:data:`gameday.verdicts.registry.VERDICTS` (its docstring says how to add one); a verdict
+registered there with a ``check`` is asserted by :meth:`DrillResult.assert_verdict`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gameday.settings import SLO
 from gameday.timeline import Casualty, FaultWindow, Timeline
@@ -34,13 +38,11 @@ from gameday.verdicts.measure import (
     version_check,
 )
 from gameday.verdicts.predict import FIGURES, Judgement, Prediction, Window, judge
+from gameday.verdicts.registry import NA, VERDICTS
 from gameday.verdicts.stats import FALSE_FAILURE
 
 if TYPE_CHECKING:
     from gameday.timeline import PollRate
-
-NA = "n/a: "
-"""How a verdict without input reads, before its reason."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,8 @@ class Verdict:
     """One ``assert_*`` call and how it ended."""
 
     name: str
-    """``switchover``, ``dns_convergence``, ``client_recovery``, ``versions``, ``error_ratio``,
-    ``route_changes``, ``readmission``, ``headroom``, ``stale_alarms``."""
+    """The verdict's name in :data:`~gameday.verdicts.registry.VERDICTS` (``switchover``,
+    ``versions``, ...; ``<figure>_vs_prediction`` for the predicted windows)."""
     outcome: Literal["pass", "fail", "n/a"]
     detail: str = ""
     """The failure message, the reason it is not applicable, or for a pass what it was judged on
@@ -222,17 +224,9 @@ class DrillResult:
         return version_check(tl, self.fault.t_fault, self._restore_from, end, regional=regional)
 
     def not_applicable(self) -> dict[str, str]:
-        """Verdict -> why it has no input here (only the verdicts that have none)."""
-        out: dict[str, str] = {}
-        if not self.control_plane_source:
-            out["versions"] = "no control-plane version source"
-        missing = sorted(r for r, c in self.capacity.items() if c is None or c <= 0)
-        if missing or not self.capacity:
-            out["headroom"] = (f"no declared capacity for region(s) {', '.join(missing)}" if missing
-                               else "no declared capacities")
-        if not self.alarm_sources:
-            out["stale_alarms"] = "no alarm source"
-        return out
+        """Verdict -> why it has no input here (only the verdicts that have none; each
+        verdict's ``needs`` in :data:`~gameday.verdicts.registry.VERDICTS`)."""
+        return VERDICTS.not_applicable(self)
 
     @contextmanager
     def _verdict(self, name: str) -> Iterator[_Measured]:
@@ -483,6 +477,37 @@ class DrillResult:
                     f"expected a stale-snapshot alarm during {self.fault.kind} "
                     f"({self._until - self.fault.t_fault:.1f} s), none was raised")
         return events
+
+    def assert_verdict(self, name: str, **limits: Any) -> Verdict:
+        """Judge verdict *name* by its registry entry's ``check`` (a verdict a conftest or
+        plugin registered, :mod:`gameday.verdicts.registry`): not applicable with the reason
+        when its input is missing, else recorded with its figure and limit.
+
+        Args:
+            limits: passed to the entry's ``check`` (``limit=0.5``).
+
+        Returns:
+            The recorded verdict.
+
+        Raises:
+            AssertionError: the verdict failed (the entry's message).
+            KeyError: no verdict *name* is registered (the message lists those that are).
+            TypeError: verdict *name* has no ``check``: it is a built-in with its own
+                ``assert_*`` methods, which the message names.
+        """
+        kind = VERDICTS.get(name)
+        if kind is None:
+            raise KeyError(f"no verdict {name!r} is registered; expected one of {', '.join(VERDICTS.names())}")
+        if kind.check is None:
+            raise TypeError(f"verdict {name!r} is asserted by {', '.join(kind.asserts)}, not assert_verdict")
+        if self._na(name) is not None:
+            return self.verdicts[-1]
+        with self._verdict(name) as m:
+            r = kind.check(self, **limits)
+            m.figure, m.resolution, m.limit, m.detail = r.figure, r.resolution, r.limit, r.detail
+            if not r.passed:
+                raise AssertionError(r.message or f"verdict {name}: {r.figure}, limit {r.limit}")
+        return self.verdicts[-1]
 
     # -- against the prediction (DESIGN.md §8) ------------------------------------------------
     def _health_changed(self) -> tuple[float, int] | None:

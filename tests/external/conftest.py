@@ -54,7 +54,7 @@ def reference_profile(fed: LocalFederation, *, faults: dict[str, dict[str, Any]]
         gateway_down_by: ``readyz`` or ``signal``.
     """
     s = fed.spec
-    t = s.topology
+    t = fed.topology  # the harness's topology (the spec carries only the app's view of it)
     regions = []
     for r in s.regions:
         region_fault = {"gateway_down": gateway_down(fed, r.name, gateway_down_by)}

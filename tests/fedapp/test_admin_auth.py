@@ -205,7 +205,7 @@ def test_every_component_refuses_unsigned_admin_calls_and_obeys_signed_ones(fede
 
 
 def test_a_harness_without_the_token_file_says_which_file(federation: LocalFederation, tmp_path: Path) -> None:
-    other = LocalFederation(federation.spec)
+    other = LocalFederation(federation.spec, federation.topology)
     other.admin_token_file = tmp_path / "gone"
     try:
         with pytest.raises(FaultError, match=r"^gateway-a: cannot sign POST /admin/fault: admin token file .*gone: "

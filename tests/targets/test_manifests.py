@@ -21,6 +21,7 @@ from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
 from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import RegionInfo
 from gameday.release import check_release_order
+from gameday.targets.fedapp_spec import app_topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s import objects as o
@@ -225,8 +226,9 @@ def test_the_spec_configmap_is_one_federation_spec_everywhere(topology: Topology
     texts = {c: next(x for x in objs if x["kind"] == "ConfigMap")["data"]["spec.json"] for c, objs in rendered.items()}
     assert len(set(texts.values())) == 1
     spec = FederationSpec.model_validate(json.loads(texts[GLOBAL_CLUSTER]))
-    assert spec.topology.contexts is None
-    assert spec.topology.regions == topology.regions
+    assert spec.topology == app_topology(topology)  # the app's own view: no contexts, no harness fields
+    assert [(r.name, r.weight, r.fallback, len(r.instances)) for r in spec.regions] == [
+        (r.name, r.weight, r.fallback, r.instances) for r in topology.regions]
     # every endpoint in the spec is served by a NodePort of the right cluster
     addr = manifests.Addressing.placeholder(topology)
     for r in spec.regions:

@@ -60,6 +60,7 @@ from gameday.errors import ConfigError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec
 from gameday.interfaces import RegionInfo
 from gameday.release import plan_release
+from gameday.targets.fedapp_spec import app_topology
 from gameday.targets.k8s.objects import (
     AGENT_PORT,
     APP_PORT_BASE,
@@ -178,7 +179,7 @@ def render_spec(topology: Topology, addressing: Addressing) -> FederationSpec:
     return FederationSpec(
         run_id=run_id(topology),
         workdir=WORKDIR,
-        topology=topology.model_copy(update={"contexts": None}),
+        topology=app_topology(topology),
         nats_url=f"nats://{g}:{NATS_PORT}",
         nats_port=NATS_PORT,
         control_plane=Endpoint(host=g, port=CONTROL_PLANE_PORT),

@@ -59,7 +59,7 @@ class LocalTarget:
     def attach(cls, ref: dict[str, Any]) -> Self:
         """Re-attach from a ledger reference (``{"workdir": ...}``)."""
         fed = LocalFederation.attach(Path(ref["workdir"]))
-        return cls(fed.spec.topology, Path(ref["workdir"]), fed)
+        return cls(fed.topology, Path(ref["workdir"]), fed)
 
     # -- lifecycle -----------------------------------------------------------------------
     def _ready_timeout(self) -> float:

@@ -120,8 +120,11 @@ __all__ = ["Component", "LocalFederation", "pid_alive"]
 class LocalFederation:
     """A federation of local processes on per-region loopback addresses."""
 
-    def __init__(self, spec: FederationSpec) -> None:
+    def __init__(self, spec: FederationSpec, topology: Topology) -> None:
         self.spec = spec
+        self.topology = topology
+        """The harness's topology the spec was planned from (the app's spec carries only its own
+        view of it, :class:`~gameday.fedapp.spec.AppTopology`); kept in ``state.json`` for :meth:`attach`."""
         #: Proxies given the ``proxy_never_refresh`` defect: they stay at the version they had
         #: then, so readiness asks them to route, not to be at the control plane's version.
         self.never_refreshing: set[str] = set()
@@ -147,7 +150,7 @@ class LocalFederation:
         """Plan addresses and ports for *topology* under *workdir* (nothing is started); every
         component serves admin on a port of its own (:meth:`admin_endpoint`)."""
         workdir.mkdir(parents=True, exist_ok=True)
-        return cls(plan_federation(topology, workdir.resolve(), run_id, separate_admin=True))
+        return cls(plan_federation(topology, workdir.resolve(), run_id, separate_admin=True), topology)
 
     @classmethod
     def attach(cls, workdir: Path) -> LocalFederation:
@@ -163,7 +166,8 @@ class LocalFederation:
         if state is None:
             raise TargetError(f"{state_path}: no federation state to attach to")
         try:
-            fed = cls(FederationSpec.load(_state_field(state, "spec", str)))
+            fed = cls(FederationSpec.load(_state_field(state, "spec", str)),
+                      Topology.model_validate(_state_field(state, "topology", dict)))
             _restore_state(fed, state)
             # a running federation had its defects applied when it started
             fed.never_refreshing = {f"proxy-{r}" for r in fed.spec.topology.defects.proxy_never_refresh}
@@ -192,6 +196,7 @@ class LocalFederation:
         state = {
             "run_id": self.spec.run_id,
             "spec": str(self.spec_path),
+            "topology": self.topology.model_dump(mode="json"),
             "launcher_pid": self.launcher_pid,
             "launcher_starttime": self.launcher_starttime,
             "owner_pid": self.owner_pid,

@@ -14,6 +14,7 @@ from pathlib import Path
 from gameday.errors import TargetError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec, region_address
 from gameday.ports import PortPicker, picking, port_free, release
+from gameday.targets.fedapp_spec import app_topology
 from gameday.topology import Topology
 
 GLOBAL_HOST = "127.0.0.1"
@@ -121,7 +122,7 @@ def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) ->
     return FederationSpec(
         run_id=run_id,
         workdir=str(workdir),
-        topology=topology,
+        topology=app_topology(topology),
         nats_url=f"nats://{GLOBAL_HOST}:{nats_port}",
         nats_port=nats_port,
         control_plane=Endpoint(host=GLOBAL_HOST, port=free_port()),
