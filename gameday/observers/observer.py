@@ -29,7 +29,6 @@ from gameday.observers.sources import (
     EntryNodeSource,
     Sources,
     UtilisationSource,
-    VersionFeed,
 )
 from gameday.parts import ComponentState, RegionInfo
 from gameday.timeline import (
@@ -192,21 +191,22 @@ class Observer:
             for task in self._inflight.values():
                 task.cancel()
             await asyncio.gather(*self._inflight.values(), return_exceptions=True)
-        feed = await listening
-        if feed is not None:
-            await feed.close()
+        # A feed that cannot reach its server may still be trying to: stop it, then release it.
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        if self.sources.broadcast is not None:
+            await self.sources.broadcast.close()
 
-    async def _listen(self) -> VersionFeed | None:
+    async def _listen(self) -> None:
         """Listen to the control plane's version feed, where the sources have one."""
         feed = self.sources.broadcast
         if feed is None:
-            return None
+            return
 
         def heard(version: int) -> None:
             self.tl.add(CpObs(time.monotonic(), version, "broadcast"))
 
         await feed.start(heard)
-        return feed
 
     # -- one tick --------------------------------------------------------------------------
     def _tick(self, http: aiohttp.ClientSession) -> None:

@@ -181,8 +181,9 @@ class VersionFeed(Protocol):
 
     async def start(self, heard: Callable[[int], None]) -> None:
         """Start listening in the caller's event loop; from then on call *heard* with every
-        version announced. Returns once listening, or once it gave up: an unreachable feed is
-        not an error (the polled version still is read), it is logged and ``last_error`` says why."""
+        version announced. Returns once listening, or once it gave up. An unreachable feed is
+        not an error (the polled version is still read): it is logged, ``last_error`` says why,
+        and it may keep trying; the caller runs this as a task and cancels it when it stops."""
         ...
 
     async def close(self) -> None:
@@ -307,7 +308,9 @@ class HttpJsonNode:
         stale: dotted path of its stale flag (a boolean); None: not provided.
 
     A provided field missing from an answer makes the reading not ok (the node answered, but
-    not what its description promises); ``last_error`` says which field.
+    not what its description promises); ``last_error`` says which field. The default paths are
+    the profile format's documented names (:class:`~gameday.observers.kinds.HttpJsonNodeSpec`),
+    kept for callers that build sources by hand; the reference app's sources name theirs.
     """
 
     def __init__(self, *, name: str, region: str, url: str, version: str | None = "version",
@@ -363,7 +366,8 @@ class HttpJsonNode:
 
 # -- control-plane versions ---------------------------------------------------------------------
 class HttpJsonVersion:
-    """The control plane's version from a JSON document over HTTP (dotted *field* path)."""
+    """The control plane's version from a JSON document over HTTP (dotted *field* path; the
+    default is the profile format's documented name, as for :class:`HttpJsonNode`)."""
 
     def __init__(self, *, url: str, field: str = "version") -> None:
         self.url = url
@@ -517,7 +521,9 @@ class NatsVersionFeed:
         field: dotted path of the version in each message.
 
     A message without a whole-number version at *field* is skipped (``last_error`` says why).
-    While the server is away the client keeps reconnecting; that is logged once, not per attempt.
+    While the server cannot be reached, :meth:`start` keeps trying (the bus may come back; cancel
+    it to stop), and a server that goes away later is reconnected to; each is logged once, not
+    per attempt.
     """
 
     def __init__(self, *, url: str, subject: str, field: str) -> None:
