@@ -9,6 +9,7 @@ The public API, importable from here (``from gameday import Drill, Target, Fault
   :class:`HasSoftware`, :class:`SharedFederation`);
 - faults: :class:`Fault`, :class:`Param`, the built-in table :data:`FAULTS`;
 - observation sources: :class:`Sources` and the source protocols and built-ins;
+- the reference app's own URLs (:class:`ReferenceEndpoints`), where a target runs it;
 - the errors (:class:`GamedayError` and its tree, see :mod:`gameday.errors`).
 
 Names are resolved on first use (PEP 562), so importing ``gameday`` (which every
@@ -42,7 +43,10 @@ _EXPORTS: dict[str, str] = {
     "HttpJsonNode": "gameday.observers.sources", "HttpJsonVersion": "gameday.observers.sources",
     "PrometheusVersion": "gameday.observers.sources", "MetricsVersion": "gameday.observers.sources",
     "UdpDns": "gameday.observers.sources", "LogFileAlarms": "gameday.observers.sources",
-    "CommandAlarms": "gameday.observers.sources",
+    "CommandAlarms": "gameday.observers.sources", "UtilisationSource": "gameday.observers.sources",
+    "UtilisationReading": "gameday.observers.sources", "HttpJsonUtilisation": "gameday.observers.sources",
+    "VersionFeed": "gameday.observers.sources", "NatsVersionFeed": "gameday.observers.sources",
+    "ReferenceEndpoints": "gameday.observers.reference",
     # errors
     **dict.fromkeys((
         "GamedayError", "ConfigError", "TargetError", "TargetUnreachable", "ComponentFailed", "FaultError",
@@ -78,16 +82,19 @@ __all__ = [
     "HasManifests",
     "HasSoftware",
     "HttpJsonNode",
+    "HttpJsonUtilisation",
     "HttpJsonVersion",
     "Liveness",
     "LoadCollapsed",
     "LoadError",
     "LogFileAlarms",
     "MetricsVersion",
+    "NatsVersionFeed",
     "NodeReading",
     "Param",
     "PrometheusVersion",
     "Reconcilable",
+    "ReferenceEndpoints",
     "RegionInfo",
     "Releasable",
     "RestoreIncomplete",
@@ -98,6 +105,9 @@ __all__ = [
     "TargetUnreachable",
     "TransientError",
     "UdpDns",
+    "UtilisationReading",
+    "UtilisationSource",
+    "VersionFeed",
     "VersionSource",
     "__version__",
 ]
@@ -151,6 +161,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         SharedFederation,
         Target,
     )
+    from gameday.observers.reference import ReferenceEndpoints
     from gameday.observers.sources import (
         AlarmEvent,
         AlarmSource,
@@ -159,13 +170,18 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         DnsSource,
         EntryNodeSource,
         HttpJsonNode,
+        HttpJsonUtilisation,
         HttpJsonVersion,
         LogFileAlarms,
         MetricsVersion,
+        NatsVersionFeed,
         NodeReading,
         PrometheusVersion,
         Sources,
         UdpDns,
+        UtilisationReading,
+        UtilisationSource,
+        VersionFeed,
         VersionSource,
     )
     from gameday.verdicts.result import DrillResult

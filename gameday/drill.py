@@ -259,8 +259,7 @@ class Drill:
         try:
             # After the health check (it reads the TTL the DNS server answers with), before anything
             # is injected: a stated timing the federation contradicts refuses the drill here.
-            prediction = self.prediction(fk, action, entry_nodes_route=any(
-                getattr(n, "routable", "") is not None for n in observer.sources.entry_nodes)) \
+            prediction = self.prediction(fk, action, entry_nodes_route=_entry_nodes_route(observer.sources)) \
                 if len(lost) > len(already_lost) else None
             self._phase = "baseline"
             self._baseline_start = time.monotonic()
@@ -427,10 +426,8 @@ class Drill:
         self._watcher = Watcher(tl, load=self.load, liveness_observed=live is not None)
         self._casualty, self._casualty_reverted = None, []
         self._casualty_handled.clear()
-        ep = self.target.endpoints()  # the version broadcast: a local-target extra
-        broadcast = (ep.nats_url, ep.broadcast_subject) if ep.nats_url and ep.broadcast_subject else None
         observer = Observer(sources, self._regions, tl, request_source=self.load.poll if self.load else None,
-                            on_tick=self._on_tick, liveness=live_sources, broadcast=broadcast)
+                            on_tick=self._on_tick, liveness=live_sources)
         observer.start()
         return observer
 
@@ -514,15 +511,17 @@ class Drill:
             raise DrillRefused(f"refusing {action}: --gameday-dry-run, but the {self.target.name} target cannot "
                                "plan a fault without injecting it; nothing was injected")
         self.target.check_health(timeout=15)  # read-only: a dry run says whether the drill could start
-        ep = self.target.endpoints()
+        # What the drill would observe: its sources, made but never read (nothing is polled).
+        sources = self.target.sources()
         # The same prediction (and the same refusal of a contradicted TTL) as the drill's.
-        prediction = self.prediction(self.faults[kind], action, entry_nodes_route=bool(ep.entry_nodes)).lines() \
+        prediction = self.prediction(self.faults[kind], action,
+                                     entry_nodes_route=_entry_nodes_route(sources)).lines() \
             if region is not None and region in lost else []
         plan = preflight.dry_run_plan(
             action=action, seed=self.settings.seed, round_index=self.round, checks=checks,
-            nodes=sorted(n for n in ep.entry_nodes if ep.node_region(n) not in lost), regions=self.region_names,
+            nodes=sorted(n.name for n in sources.entry_nodes if n.region not in lost), regions=self.region_names,
             baseline=baseline, ledger=str(self.ledger.path), inject=inject, revert=revert,
-            restore_timeout=restore_timeout, control_plane=ep.control_plane is not None, prediction=prediction)
+            restore_timeout=restore_timeout, control_plane=sources.control_plane is not None, prediction=prediction)
         for line in plan:
             log.info("%s", line)
             print(f"gameday dry-run: {line}", file=sys.stderr)
@@ -791,3 +790,9 @@ class Drill:
             window=active.window if active is not None else None,
             timeline=active.result.timeline if active is not None else None,
             survivors=active.result.survivors if active is not None else ())
+
+
+def _entry_nodes_route(sources: Sources) -> bool:
+    """Whether the prediction may count on the entry nodes' routes (any entry-node source that
+    does not say it reads none): the drill and its dry run judge alike."""
+    return any(getattr(n, "routable", "") is not None for n in sources.entry_nodes)

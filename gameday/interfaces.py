@@ -5,8 +5,9 @@ up, deploy, go down, say its regions and endpoints, check its health, inject and
 fault, and give the reference ``gameday restore`` re-attaches from). ``local`` (embedded
 processes), ``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig
 contexts) implement it, and a plugin adds more (:mod:`gameday.hooks`); the drill, the
-observers and the load generator only ever see this interface and the :class:`Endpoints`
-it returns.
+observers and the load generator only ever see this interface, the :class:`Endpoints` it
+returns (how a client reaches the federation) and its
+:class:`~gameday.observers.sources.Sources` (how it is observed).
 
 What only some targets can do is an optional capability, a small runtime-checkable
 protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher names a
@@ -17,6 +18,8 @@ own, looked up before the built-in table), :class:`HasManifests` (R11),
 :class:`HasSoftware` (the report's environment), :class:`SharedFederation` (other
 processes drill the same federation: the drill serialises on its key). A suite test that
 needs one skips, saying why, on a target without it (:func:`gameday.conformance.capabilities.require`).
+A target that runs the reference app also gives its URLs
+(:class:`~gameday.observers.reference.RunsReferenceApp`), which only the conformance suite reads.
 """
 
 from __future__ import annotations
@@ -98,7 +101,7 @@ class Target(Protocol):
         """The regions, in topology order."""
 
     def endpoints(self) -> Endpoints:
-        """Where to observe the federation from."""
+        """How a client reaches the federation (the load generator's DNS server, name and route)."""
 
     def sources(self) -> Sources:
         """What the drill's observer reads, as :mod:`gameday.observers.sources` (entry nodes,

@@ -1,6 +1,6 @@
 """The parts of a federation as the harness sees them: plain data, no behaviour.
 
-A target describes its regions (:class:`RegionInfo`), how clients and observers reach it
+A target describes its regions (:class:`RegionInfo`), how clients reach it
 (:class:`Endpoints`, :class:`ClientRoute`) and which of its processes are alive
 (:class:`ComponentState`). They sit below every layer that reads them (observers, load,
 verdicts' callers, the target interface in :mod:`gameday.interfaces`, which re-exports
@@ -10,7 +10,7 @@ them), so no layer needs the interface module to name a region.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 LOAD_ROLE = "load"
 """The :attr:`ComponentState.role` of a load-generator process (not part of the federation)."""
@@ -50,50 +50,37 @@ class ClientRoute:
 
 @dataclass(frozen=True)
 class Endpoints:
-    """How to observe a federation from outside, exactly as a staging one is observed."""
+    """How a client reaches a federation: the name it resolves, where, and how its requests
+    reach a gateway (the load generator needs no more).
+
+    What the harness *observes* is the target's :class:`~gameday.observers.sources.Sources`;
+    the reference app's own URLs (entry-node ``/status``, control plane, GSLB, agents) are
+    its targets' :class:`~gameday.observers.reference.ReferenceEndpoints`.
+    """
 
     dns_server: tuple[str, int]
-    """GSLB (host, port), UDP and TCP."""
+    """The DNS server clients ask (the GSLB): (host, port), UDP and TCP."""
     fqdn: str
     """The service name clients resolve, e.g. ``app.gameday.test.``."""
     gateway_port: int
     """Port of every region gateway (DNS answers carry addresses only)."""
-    entry_nodes: dict[str, str]
-    """Entry-node name (``gateway-a``, ``proxy-a``) -> its ``/status`` URL."""
-    control_plane: str | None
-    """Control plane ``/status`` URL; None: the federation exposes none (a foreign one)."""
-    utilisation: dict[str, list[str]]
-    """Region -> the app instances' ``/status`` URLs (utilisation)."""
-    nats_url: str | None = None
-    """Set where the harness may subscribe to the version broadcast directly."""
-    broadcast_subject: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    gslb: str | None = None
-    """GSLB ``/status`` URL: per-region ``healthy``, ``weight``, ``effective_weight``,
-    ``ramp_progress``, ``since_change_s`` (the conformance suite reads health and ramps here)."""
-    agents: dict[str, str] = field(default_factory=dict)
-    """Region -> its region agent's ``/status`` URL (probe counters for R2)."""
-    snapshot: str | None = None
-    """Control plane ``GET /snapshot`` URL: ``{"version", "entries", ...}``, the global
-    snapshot as the control plane holds it (slow state and merged labels for R3)."""
     client: ClientRoute = field(default_factory=ClientRoute)
     """How the load generator's requests reach a gateway."""
-    node_regions: dict[str, str] = field(default_factory=dict)
-    """Entry-node name -> its region, where names do not follow ``<role>-<region>``."""
 
-    def node_region(self, node: str) -> str:
-        """``gateway-b`` -> ``b`` (or what :attr:`node_regions` says)."""
-        return self.node_regions.get(node) or node.split("-", 1)[1]
+    if not TYPE_CHECKING:  # at run time only: a type checker must still flag the names below
+        def __getattr__(self, name: str) -> Any:
+            # Only called for a missing attribute: say where the reference app's URLs went.
+            if name in _MOVED:
+                raise AttributeError(
+                    f"Endpoints.{name} is the reference app's, not every federation's: read it from "
+                    f"gameday.observers.reference.reference_endpoints_of(target).{name} (the local, kind "
+                    "and kube targets give one; an external target observes through its profile's sources)")
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    @staticmethod
-    def sibling(status_url: str, path: str) -> str:
-        """Another endpoint of the component whose ``/status`` URL is *status_url*.
 
-        Every component serves ``/livez``, ``/readyz``, ``/status``, ``/metrics`` under one
-        base (the wire contract), so ``sibling(".../status", "/metrics")`` is its metrics.
-        """
-        base = status_url[: -len("/status")] if status_url.endswith("/status") else status_url.rstrip("/")
-        return base + path
+_MOVED = frozenset({"entry_nodes", "control_plane", "utilisation", "nats_url", "broadcast_subject", "extra",
+                    "gslb", "agents", "snapshot", "node_regions", "node_region", "sibling"})
+"""The fields :class:`Endpoints` had before the reference app's URLs moved out of it."""
 
 
 @dataclass(frozen=True)

@@ -347,6 +347,15 @@ class Service(StrictModel):
         return v
 
 
+UTILISATION_FIELDS = {"capacity": "capacity_rps", "utilisation": "utilisation", "rejected": "rejected_total"}
+"""The profile format's contract for ``regions[].utilisation`` URLs (the fields of
+:class:`~gameday.observers.sources.HttpJsonUtilisation`): each answers JSON with its declared
+capacity (req/s) at ``capacity_rps``, the share of it in use at ``utilisation`` and its count of
+overload rejections at ``rejected_total``. The format adopted the reference app's names, so a
+profile of the reference app (and of a federation built to the documented format) lists URLs only.
+"""
+
+
 class ProfileRegion(StrictModel):
     """One region of the federation."""
 
@@ -361,7 +370,8 @@ class ProfileRegion(StrictModel):
     entry_nodes: list[EntryNode] = Field(default_factory=list)
     faults: FaultTable = Field(default_factory=dict)
     utilisation: list[str] = Field(default_factory=list)
-    """Optional: app instances' status URLs answering ``utilisation``, ``capacity_rps``, ``rejected_total``."""
+    """Optional: app instances' status URLs, each a JSON document with the fields
+    :data:`UTILISATION_FIELDS` names."""
 
     @field_validator("name")
     @classmethod

@@ -1,8 +1,9 @@
 """Helpers of the conformance suite (``suites/conformance``): seeing a federation from outside.
 
-Everything here talks to a federation only through a target's
-:class:`~gameday.interfaces.Endpoints` - HTTP ``/status`` and ``/metrics``, and DNS -
-exactly as it would talk to a staging federation.
+Everything here talks to a federation only through a target's public endpoints - DNS and
+the gateways (:class:`~gameday.interfaces.Endpoints`), and the reference app's HTTP
+``/status`` and ``/metrics`` (:class:`~gameday.observers.reference.ReferenceEndpoints`, where
+the target runs it) - exactly as it would talk to a staging federation.
 
 * :mod:`.view` - :class:`~.view.FederationView`: statuses, metrics, requests through
   entry nodes, and waits for conditions (converged, DNS settled) with deadlines;

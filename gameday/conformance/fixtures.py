@@ -5,8 +5,9 @@ fixtures serve the shipped suite (``gameday.suites.conformance``), a team's own 
 checks, and a selection of the shipped ones imported into a team's test module.
 
 Every check talks to the federation through the target (``federation``) and the public
-endpoints it returns; the view below wraps those endpoints (HTTP ``/status`` and
-``/metrics``, DNS). Timeouts come from the topology's timings, never from constants.
+endpoints it returns (a client's way in, and the reference app's URLs where the target runs
+it); the view below wraps those endpoints (HTTP ``/status`` and ``/metrics``, DNS).
+Timeouts come from the topology's timings, never from constants.
 """
 
 from __future__ import annotations
@@ -17,13 +18,15 @@ from typing import Any
 import pytest
 
 from gameday.conformance.view import FederationView, federation_view
+from gameday.observers.reference import reference_endpoints_of
 from gameday.topology import Timing, Topology
 
 
 @pytest.fixture(scope="session")
 def view(federation: Any) -> Iterator[FederationView]:
     """The session federation seen from outside (statuses, metrics, requests, DNS)."""
-    with federation_view(federation.endpoints(), federation.regions(), getattr(federation, "name", "")) as v:
+    with federation_view(federation.endpoints(), federation.regions(), getattr(federation, "name", ""),
+                         reference_endpoints_of(federation)) as v:
         yield v
 
 

@@ -1,9 +1,14 @@
-"""A federation seen from outside, through a target's :class:`Endpoints` only.
+"""A federation seen from outside, through a target's public endpoints only.
 
 :class:`FederationView` reads statuses and metrics, sends requests through entry nodes
 and the GSLB's answer, and waits for the states the conformance checks start from
 (converged, DNS settled). Every wait has a deadline and raises ``AssertionError`` saying
 what it waited for and what it last saw.
+
+What every federation has is a client's way in (:class:`Endpoints`: the DNS server, the
+name, the gateway port). The statuses, metrics and snapshot the rules read are the
+reference app's (:class:`ReferenceEndpoints`, from the targets that run it); on another
+federation they are absent, and a check that needs one skips saying what is missing.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pytest
 from gameday.conformance import dnssample, promtext
 from gameday.conformance.wait import wait_until
 from gameday.fedapp.wire import ROUTE_VERSION, SERVED_BY
+from gameday.observers.reference import ReferenceEndpoints
 from gameday.parts import Endpoints, RegionInfo
 
 Json = dict[str, Any]
@@ -58,8 +64,14 @@ class FederationView:
     """Read-only (plus plain requests) access to a federation's public endpoints."""
 
     def __init__(self, endpoints: Endpoints, regions: list[RegionInfo], timeout: float = 2.0,
-                 target: str = "") -> None:
-        self.ep = endpoints
+                 target: str = "", reference: ReferenceEndpoints | None = None) -> None:
+        """
+        Args:
+            endpoints: how a client reaches the federation (DNS, gateways).
+            reference: the reference app's URLs where the target runs it; None: none exposed.
+        """
+        self.client = endpoints
+        self.ep = reference if reference is not None else ReferenceEndpoints()
         self.target = target
         self.regions = regions
         self.names = [r.name for r in regions]
@@ -86,7 +98,7 @@ class FederationView:
 
     def metrics(self, status_url: str) -> promtext.Metrics:
         """Parse the ``/metrics`` of the component whose ``/status`` URL is *status_url*."""
-        url = Endpoints.sibling(status_url, "/metrics")
+        url = ReferenceEndpoints.sibling(status_url, "/metrics")
         r = self.http.get(url)
         r.raise_for_status()
         return promtext.parse(r.text)
@@ -99,7 +111,7 @@ class FederationView:
     def cp_url(self) -> str:
         """The control plane's ``/status`` URL (skips the check where the target exposes none)."""
         if self.ep.control_plane is None:
-            self._absent("control-plane /status URL (Endpoints.control_plane)",
+            self._absent("control-plane /status URL (ReferenceEndpoints.control_plane)",
                          "this check reads the control plane's version or metrics there")
         assert self.ep.control_plane is not None
         return self.ep.control_plane
@@ -108,7 +120,7 @@ class FederationView:
         """Entry node *name*'s ``/status`` URL (skips the check where the target exposes none)."""
         url = self.ep.entry_nodes.get(name)
         if not url:
-            self._absent(f"entry node {name} (Endpoints.entry_nodes has {sorted(self.ep.entry_nodes)})",
+            self._absent(f"entry node {name} (ReferenceEndpoints.entry_nodes has {sorted(self.ep.entry_nodes)})",
                          "this check reads that node's /status")
         assert url
         return url
@@ -117,7 +129,7 @@ class FederationView:
         """The ``/status`` URLs of *region*'s app instances (skips the check where there are none)."""
         urls = self.ep.utilisation.get(region)
         if not urls:
-            self._absent(f"app instances for region {region} (Endpoints.utilisation)",
+            self._absent(f"app instances for region {region} (ReferenceEndpoints.utilisation)",
                          "this check reads the instances' own endpoints")
         assert urls
         return list(urls)
@@ -134,21 +146,22 @@ class FederationView:
 
     def gslb(self) -> Json:
         if not self.ep.gslb:
-            self._absent("GSLB /status URL (Endpoints.gslb)", "this check reads health and weight ramps there")
+            self._absent("GSLB /status URL (ReferenceEndpoints.gslb)", "this check reads health and weight ramps there")
         assert self.ep.gslb is not None
         return self.get_json(self.ep.gslb)
 
     def agent_url(self, region: str) -> str:
         url = self.ep.agents.get(region)
         if not url:
-            self._absent(f"agent /status URL for region {region} (Endpoints.agents has {sorted(self.ep.agents)})",
+            self._absent(f"agent /status URL for region {region} "
+                         f"(ReferenceEndpoints.agents has {sorted(self.ep.agents)})",
                          "this check reads the region agent's probe counters there")
         assert url
         return url
 
     def snapshot(self) -> Json:
         if not self.ep.snapshot:
-            self._absent("control-plane snapshot URL (Endpoints.snapshot)",
+            self._absent("control-plane snapshot URL (ReferenceEndpoints.snapshot)",
                          "this check reads the global snapshot the control plane holds")
         assert self.ep.snapshot is not None
         return self.get_json(self.ep.snapshot)
@@ -186,11 +199,11 @@ class FederationView:
     def gateway_work_url(self, region: str) -> str:
         """The app's ``/work`` through *region*'s gateway (its GSLB address and the gateway port)."""
         addr = next(r.gateway_address for r in self.regions if r.name == region)
-        return f"http://{addr}:{self.ep.gateway_port}/work"
+        return f"http://{addr}:{self.client.gateway_port}/work"
 
     def proxy_call_url(self, node: str) -> str:
         """The app's ``/work`` through an east-west proxy (``/call/work``)."""
-        return Endpoints.sibling(self.entry_node(node), "/call/work")
+        return ReferenceEndpoints.sibling(self.entry_node(node), "/call/work")
 
     def entry_urls(self) -> dict[str, str]:
         """Entry node -> a URL that sends one app request through it."""
@@ -202,7 +215,7 @@ class FederationView:
 
     # -- DNS -----------------------------------------------------------------------------------
     def dns(self, n: int, deadline: float = 60.0) -> list[dnssample.Answer]:
-        return dnssample.sample(self.ep.dns_server, self.ep.fqdn, n, deadline=deadline)
+        return dnssample.sample(self.client.dns_server, self.client.fqdn, n, deadline=deadline)
 
     def region_of(self, address: str) -> str:
         return self.addr_region.get(address, address)
@@ -289,8 +302,9 @@ class FederationView:
 
 
 @contextmanager
-def federation_view(endpoints: Endpoints, regions: list[RegionInfo], target: str = "") -> Iterator[FederationView]:
-    view = FederationView(endpoints, regions, target=target)
+def federation_view(endpoints: Endpoints, regions: list[RegionInfo], target: str = "",
+                    reference: ReferenceEndpoints | None = None) -> Iterator[FederationView]:
+    view = FederationView(endpoints, regions, target=target, reference=reference)
     try:
         yield view
     finally:

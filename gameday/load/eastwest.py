@@ -11,24 +11,28 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from types import TracebackType
 
 import httpx
 
-from gameday.parts import Endpoints
 from gameday.timeline import RequestRec
 
 
 class EastWestLoad:
-    """Round-robin calls to ``<proxy>/call/work`` of every proxy outside *skip_regions*."""
+    """Round-robin calls to each proxy's call URL (the reference app's: ``<proxy>/call/work``,
+    :meth:`~gameday.observers.reference.ReferenceEndpoints.proxy_calls`).
 
-    def __init__(self, endpoints: Endpoints, *, rate: float = 20.0, max_seconds: float = 300.0,
-                 skip_regions: tuple[str, ...] = (), timeout: float = 1.0) -> None:
-        self.urls = {
-            endpoints.node_region(n): u.removesuffix("/status") + "/call/work"
-            for n, u in endpoints.entry_nodes.items()
-            if n.startswith("proxy-") and endpoints.node_region(n) not in skip_regions
-        }
+    Args:
+        urls: region -> the URL that sends one app request through that region's proxy.
+        rate: calls/s in total.
+        max_seconds: the loop stops by itself after this long.
+        timeout: seconds one call may take.
+    """
+
+    def __init__(self, urls: Mapping[str, str], *, rate: float = 20.0, max_seconds: float = 300.0,
+                 timeout: float = 1.0) -> None:
+        self.urls = dict(urls)
         self.rate = rate
         self.max_seconds = max_seconds
         self.timeout = timeout

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -114,9 +114,6 @@ class SourceKind:
     build: Callable[[Any, BuildContext], object]
     """``(validated spec, context) -> source`` implementing the role's protocol."""
     description: str
-    status_url: Callable[[Any], str | None] = field(default=lambda spec: None)
-    """The HTTP ``/status`` URL the source reads, where it reads one (the conformance
-    suite's direct reads of the reference app use it); None otherwise."""
 
     @property
     def key(self) -> str:
@@ -158,10 +155,6 @@ class SourceChoice:
 
     def __hash__(self) -> int:
         return hash(json.dumps(self.dump(), sort_keys=True, default=str))
-
-    @property
-    def status_url(self) -> str | None:
-        return self.kind.status_url(self.spec) if self.kind is not None else None
 
     def build(self, ctx: BuildContext) -> Any:
         """The source, checked against its role's protocol.
@@ -236,7 +229,13 @@ def choose(role: Role, data: Any, *, lenient: bool = False) -> SourceChoice:
 
 # -- the built-in kinds ---------------------------------------------------------------------------
 class HttpJsonNodeSpec(StrictModel):
-    """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided."""
+    """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided.
+
+    The defaults are the profile format's documented names (README, "Drill your own federation"),
+    which it shares with the reference app: a federation built to the format writes only the
+    URL. They are the profile's wire contract, not a reference-app detail the observer relies
+    on: the reference app's own sources name every path (:mod:`gameday.observers.reference`).
+    """
 
     url: HttpUrl
     version: str | None = "version"
@@ -250,6 +249,8 @@ class HttpJsonNodeSpec(StrictModel):
 class HttpJsonVersionSpec(StrictModel):
     url: HttpUrl
     field: str = "version"
+    """Dotted path of the version; the default is the profile format's documented name (as
+    for :class:`HttpJsonNodeSpec`)."""
 
 
 class PrometheusSpec(StrictModel):
@@ -320,11 +321,10 @@ def _command(c: CommandAlarmSpec, ctx: BuildContext) -> CommandAlarms:
 
 BUILT_IN: tuple[SourceKind, ...] = (
     SourceKind(role="entry_node", name="http_json", spec=HttpJsonNodeSpec, build=_node,
-               status_url=lambda spec: spec.url,
                description="the node's status as JSON over HTTP (route version, routable regions, stale flag)"),
     SourceKind(role="version", name="http_json", spec=HttpJsonVersionSpec,
                build=lambda spec, ctx: HttpJsonVersion(url=spec.url, field=spec.field),
-               status_url=lambda spec: spec.url, description="a field of a JSON document over HTTP"),
+               description="a field of a JSON document over HTTP"),
     SourceKind(role="version", name="prometheus", spec=PrometheusSpec,
                build=lambda spec, ctx: PrometheusVersion(url=spec.url, query=spec.query),
                description="a PromQL query's value from a Prometheus server"),

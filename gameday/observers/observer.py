@@ -3,10 +3,10 @@
 What is watched is a :class:`~gameday.observers.sources.Sources` bundle, as the target
 describes its federation: every tick, each entry node's source, the DNS source and the
 control plane's version source are read (each in its own task: a hanging source delays
-only itself), the apps' utilisation at a lower rate, and the alarm sources, the load
+only itself), the utilisation sources at a lower rate, and the alarm sources, the load
 generator's request records and every process's liveness (the target's, where it has the
-capability, and the load generator's). Where the target allows, the control plane's
-version broadcast is subscribed to as well (NATS). Every observation is stamped with
+capability, and the load generator's). Where the sources include the control plane's
+version feed (push), it is listened to as well. Every observation is stamped with
 ``time.monotonic()`` when its answer arrived; each source's achieved poll rate is kept
 (:meth:`Observer.poll_rates`) so a figure whose source fell behind says so.
 """
@@ -14,8 +14,6 @@ version broadcast is subscribed to as well (NATS). Every observation is stamped 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import threading
 import time
@@ -24,8 +22,14 @@ from typing import Any
 
 import aiohttp
 
-from gameday.errors import GamedayError, TransientError
-from gameday.observers.sources import AlarmSource, Closeable, EntryNodeSource, Sources, fetch
+from gameday.errors import GamedayError
+from gameday.observers.sources import (
+    AlarmSource,
+    Closeable,
+    EntryNodeSource,
+    Sources,
+    UtilisationSource,
+)
 from gameday.parts import ComponentState, RegionInfo
 from gameday.timeline import (
     AlarmObs,
@@ -79,7 +83,6 @@ class Observer:
         request_source: Callable[[], list[RequestRec]] | None = None,
         on_tick: Callable[[float], None] | None = None,
         liveness: list[Callable[[], list[ComponentState]]] | None = None,
-        broadcast: tuple[str, str] | None = None,
     ) -> None:
         """
         Args:
@@ -91,8 +94,6 @@ class Observer:
             on_tick: called in the observer thread after every tick with its time.
             liveness: each returns every process it knows, alive or not (the target's
                 liveness capability, the load generator's processes); read every tick.
-            broadcast: ``(NATS URL, subject)`` of the control plane's version broadcast,
-                where the target lets the harness subscribe (local); None: polling only.
         """
         if interval > 0.1:
             raise ValueError(f"observer interval {interval} s is slower than the 10 Hz DESIGN.md requires")
@@ -104,7 +105,6 @@ class Observer:
         self.request_source = request_source
         self.on_tick = on_tick
         self.liveness = liveness or []
-        self.broadcast = broadcast
         self._alive: dict[str, bool] = {}
         self._last_alive: dict[str, float] = {}
         self._liveness_failed: set[int] = set()
@@ -118,8 +118,8 @@ class Observer:
         self._counts["dns"] = _Counter(sources.dns.describe(), hz)
         if sources.control_plane is not None:
             self._counts["control_plane"] = _Counter(sources.control_plane.describe(), hz)
-        for r in sources.utilisation:
-            self._counts[f"utilisation {r}"] = _Counter(f"app /status of region {r}", hz / util_every)
+        for r, srcs in sources.utilisation.items():
+            self._counts[f"utilisation {r}"] = _Counter("; ".join(u.describe() for u in srcs), hz / util_every)
         for r, src in sources.regional_control_planes.items():
             self._counts[f"regional control plane {r}"] = _Counter(src.describe(), hz / util_every)
         self._alarm_keys = [f"alarms {a.describe()}" for a in sources.alarms]
@@ -166,8 +166,8 @@ class Observer:
             log.exception("observer stopped")
 
     async def _main(self) -> None:
-        # Subscribing (importing nats-py, connecting) must not delay the first polls.
-        sub = asyncio.create_task(self._subscribe())
+        # Listening (importing a client, connecting) must not delay the first polls.
+        listening = asyncio.create_task(self._listen())
         # One connection pool for every source: 60 entry nodes at 10 Hz must not open a
         # connection per poll. Sized so that every source can have one read in flight.
         # aiohttp, not httpx: at 600 polls/s an httpx request's CPU cost alone would use more
@@ -191,53 +191,26 @@ class Observer:
             for task in self._inflight.values():
                 task.cancel()
             await asyncio.gather(*self._inflight.values(), return_exceptions=True)
-        nc = await sub
-        if nc is not None:
-            with contextlib.suppress(Exception):
-                await nc.close()  # type: ignore[attr-defined]
+        # A feed that cannot reach its server may still be trying to: stop it, then release it.
+        listening.cancel()
+        await asyncio.gather(listening, return_exceptions=True)
+        if self.sources.broadcast is not None:
+            await self.sources.broadcast.close()
 
-    async def _subscribe(self) -> object | None:
-        """Subscribe to the version broadcast when the target exposes NATS; else rely on polling."""
-        if self.broadcast is None:
-            return None
-        url, subject = self.broadcast
-        import nats  # noqa: PLC0415  (only targets with a reachable bus need it)
+    async def _listen(self) -> None:
+        """Listen to the control plane's version feed, where the sources have one."""
+        feed = self.sources.broadcast
+        if feed is None:
+            return
 
-        async def _on(msg: object) -> None:
-            try:
-                v = int(json.loads(msg.data)["version"])  # type: ignore[attr-defined]
-            except (ValueError, KeyError, TypeError):
-                return
-            self.tl.add(CpObs(time.monotonic(), v, "broadcast"))
+        def heard(version: int) -> None:
+            self.tl.add(CpObs(time.monotonic(), version, "broadcast"))
 
-        # nats-py's default error callback logs every failed reconnect with its traceback (three
-        # for a bus killed mid-drill, more the longer it stays down): say it once, in one line.
-        down: list[bool] = [False]
-
-        async def _error(exc: Exception) -> None:
-            if not down[0]:
-                down[0] = True
-                log.warning("the bus at %s went away (%s): the control plane's version is read by polling only "
-                            "until it answers again", url, type(exc).__name__)
-
-        async def _reconnected() -> None:
-            if down[0]:
-                down[0] = False
-                log.info("the bus at %s answers again: the version broadcast is heard again", url)
-
-        try:
-            nc = await nats.connect(url, connect_timeout=1, max_reconnect_attempts=-1,
-                                    reconnect_time_wait=0.2, allow_reconnect=True,
-                                    error_cb=_error, reconnected_cb=_reconnected)
-        except Exception as exc:  # noqa: BLE001  (the bus may be down: polling still works)
-            log.warning("broadcast subscription unavailable (%s); polling only", exc)
-            return None
-        await nc.subscribe(subject, cb=_on)
-        return nc
+        await feed.start(heard)
 
     # -- one tick --------------------------------------------------------------------------
     def _tick(self, http: aiohttp.ClientSession) -> None:
-        # Every read runs on its own: a frozen region's hanging /status must not slow the
+        # Every read runs on its own: a frozen region's hanging source must not slow the
         # tick (and so the resolution) for every other source. A read still in flight is
         # not doubled (that tick counts as skipped); its answer is stamped when it arrives.
         for n in self.sources.entry_nodes:
@@ -246,8 +219,8 @@ class Observer:
         if self.sources.control_plane is not None:
             self._spawn(("cp", ""), self._cp(http), "control_plane")
         if self.ticks % self.util_every == 0:
-            for r, urls in self.sources.utilisation.items():
-                self._spawn(("util", r), self._util(http, r, urls), f"utilisation {r}")
+            for r, srcs in self.sources.utilisation.items():
+                self._spawn(("util", r), self._util(http, r, srcs), f"utilisation {r}")
             for r in self.sources.regional_control_planes:
                 self._spawn(("rcp", r), self._regional_cp(http, r), f"regional control plane {r}")
         for i, source in enumerate(self.liveness):
@@ -336,24 +309,19 @@ class Observer:
         self.tl.add(RegionalCpObs(now, region, v))
         self._counts[f"regional control plane {region}"].done(now, v is not None, getattr(src, "last_error", None))
 
-    async def _util(self, http: aiohttp.ClientSession, region: str, urls: tuple[str, ...]) -> None:
-        async def one(url: str) -> tuple[float, float, int]:
-            d = json.loads(await fetch(http, url))
-            cap = float(d.get("capacity_rps", 0.0))
-            return float(d.get("utilisation", 0.0)) * cap, cap, int(d.get("rejected_total", 0))
-
-        results = await asyncio.gather(*[one(u) for u in urls], return_exceptions=True)
+    async def _util(self, http: aiohttp.ClientSession, region: str, sources: tuple[UtilisationSource, ...]) -> None:
+        # The region's load against its capacity, over every instance that answered.
+        readings = await asyncio.gather(*[u.read(http) for u in sources])
         load = cap = 0.0
         rejected = 0
         error = None
-        for res in results:
-            if isinstance(res, BaseException):
-                if not isinstance(res, TransientError | ValueError | KeyError | TypeError | AttributeError):
-                    raise res
-                error = f"{type(res).__name__}: {res}"
+        for source, reading in zip(sources, readings, strict=True):
+            if reading is None:
+                error = getattr(source, "last_error", None) or f"no reading from {source.describe()}"
                 continue
-            used, c, rej = res
-            load, cap, rejected = load + used, cap + c, rejected + rej
+            load += reading.utilisation * reading.capacity
+            cap += reading.capacity
+            rejected += reading.rejected
         now = time.monotonic()
         if cap > 0:
             self.tl.add(UtilObs(now, region, load / cap, rejected))

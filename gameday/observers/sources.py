@@ -8,18 +8,23 @@ now; the observer polls them on one monotonic clock and stamps each answer when 
 The reference app is described with the same built-in sources as any other federation.
 
 Protocols: :class:`EntryNodeSource`, :class:`VersionSource`, :class:`DnsSource`,
-:class:`AlarmSource`. Built-ins: :class:`HttpJsonNode`, :class:`HttpJsonVersion`,
-:class:`PrometheusVersion`, :class:`MetricsVersion`, :class:`UdpDns`, :class:`LogFileAlarms`,
-:class:`CommandAlarms`, :class:`LineFeedAlarms`. What a target gives the observer: :class:`Sources`.
+:class:`AlarmSource`, :class:`UtilisationSource` (polled) and :class:`VersionFeed` (push: the
+control plane's version as it announces it). Built-ins: :class:`HttpJsonNode`,
+:class:`HttpJsonVersion`, :class:`PrometheusVersion`, :class:`MetricsVersion`, :class:`UdpDns`,
+:class:`LogFileAlarms`, :class:`CommandAlarms`, :class:`LineFeedAlarms`,
+:class:`HttpJsonUtilisation`, :class:`NatsVersionFeed`. What a target gives the observer:
+:class:`Sources`.
 
 A source never raises for a federation that does not answer: "it did not answer" is an
-observation (``NodeReading(ok=False)``, a ``None`` version, ``DnsReading(ok=False)``). Why
-the last read failed is kept in the built-ins' ``last_error`` for the report.
+observation (``NodeReading(ok=False)``, a ``None`` version or utilisation,
+``DnsReading(ok=False)``, a feed that stays silent). Why the last read failed is kept in the
+built-ins' ``last_error`` for the report.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -93,6 +98,18 @@ class AlarmEvent:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class UtilisationReading:
+    """What one app instance reports about its load."""
+
+    capacity: float
+    """The load it declares it can serve, req/s."""
+    utilisation: float
+    """The share of :attr:`capacity` in use now (0.5: half; above 1 when overloaded)."""
+    rejected: int
+    """Overload responses (503/429) it has sent so far: a counter, compared between readings."""
+
+
 # -- the seams ----------------------------------------------------------------------------------
 @runtime_checkable
 class EntryNodeSource(Protocol):
@@ -144,6 +161,39 @@ class AlarmSource(Protocol):
 
 
 @runtime_checkable
+class UtilisationSource(Protocol):
+    """One app instance's load against its capacity (the headroom verdict reads it)."""
+
+    async def read(self, http: HttpClient) -> UtilisationReading | None:
+        """Take one reading now; None when the instance did not answer (or not what it promises)."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
+class VersionFeed(Protocol):
+    """The control plane's version as it announces it (push): heard when sent, not polled.
+
+    A feed complements a :class:`VersionSource`: the announcement is stamped when it arrives,
+    so the version verdict sees a new version the moment the control plane sends it.
+    """
+
+    async def start(self, heard: Callable[[int], None]) -> None:
+        """Start listening in the caller's event loop; from then on call *heard* with every
+        version announced. Returns once listening, or once it gave up. An unreachable feed is
+        not an error (the polled version is still read): it is logged, ``last_error`` says why,
+        and it may keep trying; the caller runs this as a task and cancels it when it stops."""
+        ...
+
+    async def close(self) -> None:
+        """Stop listening; never raises. Idempotent."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
 class Closeable(Protocol):
     """A source holding a resource (a child process) the observer releases when it stops."""
 
@@ -160,12 +210,15 @@ class Sources:
     """None: the version verdict is not applicable."""
     alarms: tuple[AlarmSource, ...] = ()
     """Empty: the alarm verdict is not applicable."""
-    utilisation: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    """Region -> the app instances' ``/status`` URLs (``utilisation``, ``capacity_rps``,
-    ``rejected_total``); optional, read at a lower rate."""
+    utilisation: Mapping[str, tuple[UtilisationSource, ...]] = field(default_factory=dict)
+    """Region -> one source per app instance; optional (empty: the headroom verdict judges
+    only the static N-1 arithmetic), read at a lower rate."""
     regional_control_planes: Mapping[str, VersionSource] = field(default_factory=dict)
     """Region -> its own control plane's version (the regional layout, R14); read at the
     utilisation rate. The version verdict of a fault on a region's instances reads it."""
+    broadcast: VersionFeed | None = None
+    """The control plane's version as it announces it, where the harness may listen (the
+    local target's bus); None: the version is polled only."""
 
     def describe(self) -> list[str]:
         """One line per source, for the report."""
@@ -173,7 +226,10 @@ class Sources:
         lines.append(f"dns: {self.dns.describe()}")
         lines.append("control plane: " + (self.control_plane.describe() if self.control_plane
                                           else "none (version verdict not applicable)"))
+        if self.broadcast is not None:
+            lines.append(f"control plane broadcast: {self.broadcast.describe()}")
         lines += [f"regional control plane {r}: {s.describe()}" for r, s in self.regional_control_planes.items()]
+        lines += [f"utilisation {r}: {s.describe()}" for r, srcs in self.utilisation.items() for s in srcs]
         lines += [f"alarms: {a.describe()}" for a in self.alarms] or ["alarms: none (alarm verdict not applicable)"]
         return lines
 
@@ -252,7 +308,9 @@ class HttpJsonNode:
         stale: dotted path of its stale flag (a boolean); None: not provided.
 
     A provided field missing from an answer makes the reading not ok (the node answered, but
-    not what its description promises); ``last_error`` says which field.
+    not what its description promises); ``last_error`` says which field. The default paths are
+    the profile format's documented names (:class:`~gameday.observers.kinds.HttpJsonNodeSpec`),
+    kept for callers that build sources by hand; the reference app's sources name theirs.
     """
 
     def __init__(self, *, name: str, region: str, url: str, version: str | None = "version",
@@ -308,7 +366,8 @@ class HttpJsonNode:
 
 # -- control-plane versions ---------------------------------------------------------------------
 class HttpJsonVersion:
-    """The control plane's version from a JSON document over HTTP (dotted *field* path)."""
+    """The control plane's version from a JSON document over HTTP (dotted *field* path; the
+    default is the profile format's documented name, as for :class:`HttpJsonNode`)."""
 
     def __init__(self, *, url: str, field: str = "version") -> None:
         self.url = url
@@ -403,6 +462,124 @@ class MetricsVersion:
     def describe(self) -> str:
         sel = ",".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
         return f"metrics {self.url} ({self.metric}{{{sel}}})" if sel else f"metrics {self.url} ({self.metric})"
+
+
+# -- utilisation ----------------------------------------------------------------------------------
+class HttpJsonUtilisation:
+    """One app instance's load from a JSON document over HTTP, read through field paths.
+
+    Args:
+        url: the JSON document's URL.
+        capacity: dotted path of its declared capacity, req/s.
+        utilisation: dotted path of the share of that capacity in use (0.5: half).
+        rejected: dotted path of its counter of overload responses; None: it keeps none (0).
+
+    No default paths: they are the federation's own names, given where its sources are built.
+    A field missing from an answer makes the reading None; ``last_error`` says which.
+    """
+
+    def __init__(self, *, url: str, capacity: str, utilisation: str, rejected: str | None) -> None:
+        self.url = url
+        self.capacity_path = capacity
+        self.utilisation_path = utilisation
+        self.rejected_path = rejected
+        self.last_error: str | None = None
+
+    async def read(self, http: HttpClient) -> UtilisationReading | None:
+        try:
+            doc = json.loads(await fetch(http, self.url))
+            reading = UtilisationReading(
+                capacity=self._number(doc, self.capacity_path),
+                utilisation=self._number(doc, self.utilisation_path),
+                rejected=(_as_int(_required(doc, self.rejected_path, self.url), f"field {self.rejected_path!r}")
+                          if self.rejected_path is not None else 0))
+        except (TransientError, ValueError, TypeError) as exc:
+            self.last_error = _error(exc)
+            return None
+        self.last_error = None
+        return reading
+
+    def _number(self, doc: object, path: str) -> float:
+        value = _required(doc, path, self.url)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise TypeError(f"field {path!r} is {value!r}, not a number")
+        return float(value)
+
+    def describe(self) -> str:
+        fields = f"capacity: {self.capacity_path}, utilisation: {self.utilisation_path}"
+        return f"HTTP JSON {self.url} ({fields}, rejected: {self.rejected_path or 'not provided'})"
+
+
+# -- the version as announced (push) ---------------------------------------------------------------
+class NatsVersionFeed:
+    """The control plane's version broadcast on a NATS subject: a JSON message per
+    announcement, the version at dotted path *field*.
+
+    Args:
+        url: the NATS server (``nats://host:port``).
+        subject: the subject the control plane publishes its version on.
+        field: dotted path of the version in each message.
+
+    A message without a whole-number version at *field* is skipped (``last_error`` says why).
+    While the server cannot be reached, :meth:`start` keeps trying (the bus may come back; cancel
+    it to stop), and a server that goes away later is reconnected to; each is logged once, not
+    per attempt.
+    """
+
+    def __init__(self, *, url: str, subject: str, field: str) -> None:
+        self.url = url
+        self.subject = subject
+        self.field = field
+        self.last_error: str | None = None
+        self._nc: object | None = None
+
+    async def start(self, heard: Callable[[int], None]) -> None:
+        import nats  # noqa: PLC0415  (only a federation with a reachable bus needs nats-py)
+
+        async def on_message(msg: object) -> None:
+            try:
+                doc = json.loads(msg.data)  # type: ignore[attr-defined]
+                version = _as_int(_required(doc, self.field, self.subject), f"field {self.field!r}")
+            except (ValueError, TypeError) as exc:
+                self.last_error = _error(exc)
+                return
+            heard(version)
+
+        # nats-py's default error callback logs every failed reconnect with its traceback (three
+        # for a bus killed mid-drill, more the longer it stays down): say it once, in one line.
+        down: list[bool] = [False]
+
+        async def on_error(exc: Exception) -> None:
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            if not down[0]:
+                down[0] = True
+                log.warning("the bus at %s went away (%s): the control plane's version is read by polling only "
+                            "until it answers again", self.url, type(exc).__name__)
+
+        async def on_reconnected() -> None:
+            if down[0]:
+                down[0] = False
+                log.info("the bus at %s answers again: the version broadcast is heard again", self.url)
+
+        try:
+            nc = await nats.connect(self.url, connect_timeout=1, max_reconnect_attempts=-1,
+                                    reconnect_time_wait=0.2, allow_reconnect=True,
+                                    error_cb=on_error, reconnected_cb=on_reconnected)
+        except Exception as exc:  # noqa: BLE001  (the bus may be down: polling still works)
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.warning("broadcast subscription unavailable (%s); polling only", exc)
+            return
+        self._nc = nc
+        await nc.subscribe(self.subject, cb=on_message)
+
+    async def close(self) -> None:
+        nc, self._nc = self._nc, None
+        if nc is not None:
+            with contextlib.suppress(Exception):  # a bus already gone: nothing left to release
+                await nc.close()  # type: ignore[attr-defined]
+
+    def describe(self) -> str:
+        return f"NATS {self.url} subject {self.subject} (version: {self.field})"
 
 
 # -- DNS ------------------------------------------------------------------------------------------

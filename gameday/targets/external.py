@@ -34,11 +34,8 @@ from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
 from gameday.observers.kinds import BuildContext
-from gameday.observers.sources import (
-    Sources,
-    UdpDns,
-)
-from gameday.profile import Command, LoadedProfile, load_profile, parse_profile
+from gameday.observers.sources import HttpJsonUtilisation, Sources, UdpDns
+from gameday.profile import UTILISATION_FIELDS, Command, LoadedProfile, load_profile, parse_profile
 from gameday.settings import Settings
 from gameday.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.userinput import shown
@@ -206,13 +203,8 @@ class ExternalTarget:
             dns_server=(p.service.dns.server, p.service.dns.port),
             fqdn=p.service.fqdn,
             gateway_port=p.service.load.port,
-            entry_nodes={n.name: url for r in p.regions for n in r.entry_nodes
-                         if (url := n.source.status_url) is not None},
-            control_plane=p.control_plane.version.status_url if p.control_plane is not None else None,
-            utilisation={r.name: list(r.utilisation) for r in p.regions if r.utilisation},
             client=ClientRoute(scheme=p.service.load.scheme, path=p.service.load.path, host_header=p.host_header,
                                served_by_header=p.service.served_by_header),
-            node_regions={n.name: r.name for r in p.regions for n in r.entry_nodes},
         )
 
     def sources(self) -> Sources:
@@ -224,8 +216,10 @@ class ExternalTarget:
         dns_source = UdpDns(server=p.service.dns.server, port=p.service.dns.port, fqdn=p.service.fqdn)
         version = p.control_plane.version.build(BuildContext(base)) if p.control_plane is not None else None
         alarms = tuple(a.build(BuildContext(base)) for a in p.alarms)
+        utilisation = {r.name: tuple(HttpJsonUtilisation(url=u, **UTILISATION_FIELDS) for u in r.utilisation)
+                       for r in p.regions if r.utilisation}
         return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=alarms,
-                       utilisation={r.name: tuple(r.utilisation) for r in p.regions if r.utilisation})
+                       utilisation=utilisation)
 
     @property
     def dns_ttl(self) -> float:

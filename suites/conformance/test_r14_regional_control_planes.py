@@ -3,7 +3,7 @@ stay regional, global events go everywhere, and the proxies prefer the regional 
 
 Below that size the rule does not apply and the check is skipped with the reason. Above
 it the target must expose a control plane per region
-(``Endpoints.extra["regional_control_planes"]``: region -> ``/status`` URL), each
+(``ReferenceEndpoints.extra["regional_control_planes"]``: region -> ``/status`` URL), each
 answering with a version, and every entry node must say it follows its regional snapshot
 (``/status``: ``snapshot_scope`` = ``"regional"``, ``versions.regional``). Then, with
 the faults every drill uses:
@@ -51,10 +51,10 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
     if len(regions) <= THRESHOLD:
         pytest.skip(f"topology has {len(regions)} regions; R14 applies above {THRESHOLD}")
     names = [r.name for r in regions]
-    regional = federation.endpoints().extra.get("regional_control_planes") or {}
+    regional = view.ep.extra.get("regional_control_planes") or {}
     missing = [r for r in names if r not in regional]
     assert not missing, (f"expected a control plane per region with {len(regions)} regions (R14); the target "
-                         f"exposes none for {missing} (Endpoints.extra['regional_control_planes'] has "
+                         f"exposes none for {missing} (ReferenceEndpoints.extra['regional_control_planes'] has "
                          f"{sorted(regional)})")
     assert len(set(regional.values())) == len(names), (
         f"expected {len(names)} distinct regional control planes; their /status URLs are {regional}")

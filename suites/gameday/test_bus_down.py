@@ -6,6 +6,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gameday.observers.reference import ReferenceEndpoints, reference_endpoints_of
+
+
+def reference_app(federation) -> ReferenceEndpoints:
+    ref = reference_endpoints_of(federation)
+    if ref is None or ref.control_plane is None:
+        pytest.skip(f"target {federation.name} does not run the reference app: no control-plane /status to read")
+    return ref
+
 
 def _reconcile_passes(url: str) -> int:
     return int(httpx.get(url, timeout=2).json()["reconcile"]["passes"])
@@ -13,7 +22,7 @@ def _reconcile_passes(url: str) -> int:
 
 @pytest.mark.gameday
 def test_bus_down_then_back(drill, load, federation):
-    cp = federation.endpoints().control_plane
+    cp = reference_app(federation).control_plane
     passes_before = _reconcile_passes(cp)
     with drill.fault("bus_down") as fault:
         result = drill.observe(fault, seconds=3)

@@ -133,12 +133,9 @@ def test_the_external_target_observes_through_the_kinds(file_kind: SourceKind, t
     assert [n.name for n in sources.entry_nodes] == ["gateway-a", "gateway-b"]
     assert [a.describe() for a in sources.alarms] == [sources.alarms[0].describe()]
     assert str(tmp_path / "proxy.log") in sources.alarms[0].describe()
-    assert target.endpoints().control_plane is None, "a file has no status URL"
     http = parse_profile(_profile({"http_json": {"url": "http://127.0.0.1:9/status"}}))
-    assert ExternalTarget(LoadedProfile(http, tmp_path / "t.yaml", "")).endpoints().control_plane == \
-        "http://127.0.0.1:9/status"
-    assert isinstance(ExternalTarget(LoadedProfile(http, tmp_path / "t.yaml", "")).sources().control_plane,
-                      HttpJsonVersion)
+    version = ExternalTarget(LoadedProfile(http, tmp_path / "t.yaml", "")).sources().control_plane
+    assert isinstance(version, HttpJsonVersion) and version.url == "http://127.0.0.1:9/status"
 
 
 CONFTEST = '''

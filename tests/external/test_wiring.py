@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from gameday.errors import TargetUnreachable
+from gameday.observers.reference import reference_endpoints_of
 from gameday.targets.external import ExternalTarget
 from tests.external.test_profile import GOOD
 
@@ -100,8 +101,10 @@ def test_the_external_target_has_only_the_capabilities_a_profile_gives(tmp_path:
     assert gateway_down.takes_region_out and gateway_down.params == ()  # a command takes no parameters
     assert [r.capacity for r in target.regions()] == [100, None]  # unknown stays unknown
     ep = target.endpoints()
-    assert ep.control_plane is None and ep.node_region("gateway-a") == "a"
     assert ep.client.host_header == "app.example.test" and ep.client.path == "/"
+    # the reference app's URLs are not a profile's: the conformance view of it has none
+    assert reference_endpoints_of(target) is None
+    assert {n.name: n.region for n in target.sources().entry_nodes}["gateway-a"] == "a"
 
 
 def test_preflight_neither_refuses_nor_passes_on_an_unknown_capacity() -> None:

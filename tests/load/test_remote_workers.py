@@ -78,8 +78,7 @@ def federation() -> Iterator[Endpoints]:
     for t in threads:
         t.start()
     try:
-        yield Endpoints(dns_server=udp.getsockname(), fqdn=FQDN, gateway_port=http_srv.server_address[1],
-                        entry_nodes={}, control_plane=None, utilisation={})
+        yield Endpoints(dns_server=udp.getsockname(), fqdn=FQDN, gateway_port=http_srv.server_address[1])
     finally:
         stop.set()
         http_srv.shutdown()

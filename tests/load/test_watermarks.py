@@ -72,8 +72,7 @@ def slow_federation() -> Iterator[Endpoints]:
     for t in threads:
         t.start()
     try:
-        yield Endpoints(dns_server=udp.getsockname(), fqdn=FQDN, gateway_port=http_srv.server_address[1],
-                        entry_nodes={}, control_plane=None, utilisation={})
+        yield Endpoints(dns_server=udp.getsockname(), fqdn=FQDN, gateway_port=http_srv.server_address[1])
     finally:
         stop.set()
         http_srv.shutdown()
@@ -116,8 +115,7 @@ def test_every_request_sent_before_the_watermark_is_already_recorded(slow_federa
 
 
 def test_a_locustfile_without_watermarks_is_never_taken_as_complete(tmp_path: Path) -> None:
-    ep = Endpoints(dns_server=("127.0.0.1", 53), fqdn=FQDN, gateway_port=80, entry_nodes={},
-                   control_plane=None, utilisation={})
+    ep = Endpoints(dns_server=("127.0.0.1", 53), fqdn=FQDN, gateway_port=80)
     runner = LoadRunner(ep, users=1, rate=1.0, workdir=tmp_path / "load")
     records = tmp_path / "load" / "records"
     records.mkdir(parents=True)

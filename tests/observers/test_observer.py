@@ -15,9 +15,18 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import RegionInfo
 from gameday.observers.observer import Observer
-from gameday.observers.sources import HttpJsonNode, HttpJsonVersion, LogFileAlarms, Sources, UdpDns
+from gameday.observers.sources import (
+    HttpJsonNode,
+    HttpJsonUtilisation,
+    HttpJsonVersion,
+    LogFileAlarms,
+    NatsVersionFeed,
+    Sources,
+    UdpDns,
+)
 from gameday.timeline import Timeline
 
 REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.2.1")]
@@ -26,8 +35,10 @@ REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.
 @pytest.fixture
 def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
     """An aiohttp server in its own thread: ``/gw`` (version, routes), ``/bare`` (answers
-    only), ``/slow`` (answers after ``state["delay"]`` s), ``/cp`` (the version)."""
-    state: dict[str, Any] = {"version": 4, "delay": 0.35}
+    only), ``/slow`` (answers after ``state["delay"]`` s), ``/cp`` (the version), ``/load/<i>``
+    (a foreign app instance's load: ``state["instances"][i]`` = capacity, share in use, rejected)."""
+    state: dict[str, Any] = {"version": 4, "delay": 0.35,
+                             "instances": {"1": (100, 0.5, 2), "2": (300, 0.1, 3)}}
 
     async def gw(_r: web.Request) -> web.Response:
         return web.json_response({"version": state["version"], "routable_regions": ["a", "b"], "stale": False})
@@ -42,6 +53,12 @@ def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
     async def cp(_r: web.Request) -> web.Response:
         return web.json_response({"version": state["version"]})
 
+    async def load(r: web.Request) -> web.Response:  # a foreign app instance: its own field names
+        if r.match_info["i"] not in state["instances"]:
+            raise web.HTTPNotFound
+        ceiling, busy, shed = state["instances"][r.match_info["i"]]
+        return web.json_response({"load": {"ceiling": ceiling, "busy": busy}, "shed": shed})
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -55,6 +72,7 @@ def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
         app.router.add_get("/bare", bare)
         app.router.add_get("/slow", slow)
         app.router.add_get("/cp", cp)
+        app.router.add_get("/load/{i}", load)
         r = web.AppRunner(app)
         await r.setup()
         await web.TCPSite(r, "127.0.0.1", port).start()
@@ -134,3 +152,95 @@ def test_without_a_control_plane_source_nothing_is_polled_for_it(dns_server: tup
     obs.stop()
     assert tl.cp == [] and tl.nodes == [] and len(tl.dns) >= 3
     assert set(obs.poll_rates()) == {"dns"}
+
+
+def _foreign_instance(base: str, i: str) -> HttpJsonUtilisation:
+    return HttpJsonUtilisation(url=f"{base}/load/{i}", capacity="load.ceiling", utilisation="load.busy",
+                               rejected="shed")
+
+
+def test_utilisation_comes_from_any_source_whatever_its_field_names(
+        status_server: tuple[str, dict[str, Any]], dns_server: tuple[int, dict[str, Any]]) -> None:
+    """A federation whose instances name their load differently: the observer sums each region's
+    load over its instances' capacities; a region with an instance that does not answer is
+    still judged on the ones that do, and its poll rate says which did not."""
+    base, state = status_server
+    dns_port, _ = dns_server
+    sources = Sources(entry_nodes=(), dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="x.", samples=1),
+                      utilisation={"a": (_foreign_instance(base, "1"), _foreign_instance(base, "2")),
+                                   "b": (_foreign_instance(base, "2"), _foreign_instance(base, "9"))})
+    tl = Timeline(t0=time.monotonic())
+    obs = Observer(sources, REGIONS, tl, util_every=1)
+    obs.start()
+    try:
+        time.sleep(0.6)
+        state["instances"]["1"] = (100, 0.9, 4)
+        time.sleep(0.6)
+    finally:
+        obs.stop()
+    assert obs.error is None
+    a = [u for u in tl.util if u.region == "a"]
+    # (100 x 0.5 + 300 x 0.1) / 400 = 0.2 with 2 + 3 rejected; then (90 + 30) / 400 = 0.3 with 7
+    assert {(round(u.utilisation, 6), u.rejected_total) for u in a} == {(0.2, 5), (0.3, 7)}
+    b = [u for u in tl.util if u.region == "b"]
+    assert b and all((round(u.utilisation, 6), u.rejected_total) == (0.1, 3) for u in b)  # instance 9 is not there
+    rates = obs.poll_rates()
+    assert rates["utilisation a"].answered == rates["utilisation a"].polls and rates["utilisation a"].last_error is None
+    assert "404" in str(rates["utilisation b"].last_error)
+    assert "load.ceiling" in rates["utilisation a"].description
+
+
+def test_the_version_feed_is_heard_as_announced(nats_server: FederationSpec,
+                                                dns_server: tuple[int, dict[str, Any]]) -> None:
+    """A push source: each announcement lands on the timeline as a broadcast version, stamped
+    when it arrived; the observer does not parse it (the feed's field path does)."""
+    import nats
+
+    dns_port, _ = dns_server
+    subject = "gd.test.snapshot.version"
+    feed = NatsVersionFeed(url=nats_server.nats_url, subject=subject, field="announced.generation")
+    sources = Sources(entry_nodes=(), dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="x.", samples=1),
+                      broadcast=feed)
+    tl = Timeline(t0=time.monotonic())
+    obs = Observer(sources, REGIONS, tl)
+    obs.start()
+
+    async def announce() -> list[float]:
+        nc = await nats.connect(nats_server.nats_url)
+        sent = []
+        try:
+            for generation in (11, 12):
+                await asyncio.sleep(0.5)  # time to subscribe, and apart
+                sent.append(time.monotonic())
+                await nc.publish(subject, json.dumps({"announced": {"generation": generation}}).encode())
+                await nc.flush()
+        finally:
+            await nc.close()
+        return sent
+
+    try:
+        sent = asyncio.run(announce())
+        time.sleep(0.3)
+    finally:
+        obs.stop()
+    assert obs.error is None
+    heard = [(c.version, c.source) for c in tl.cp]
+    assert heard == [(11, "broadcast"), (12, "broadcast")]
+    assert all(s <= c.t <= s + 0.3 for s, c in zip(sent, tl.cp, strict=True))
+
+
+def test_an_unreachable_version_feed_does_not_hold_the_observer_up(dns_server: tuple[int, dict[str, Any]]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    dns_port, _ = dns_server
+    sources = Sources(entry_nodes=(), dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="x.", samples=1),
+                      broadcast=NatsVersionFeed(url=f"nats://127.0.0.1:{dead}", subject="s", field="version"))
+    tl = Timeline()
+    obs = Observer(sources, REGIONS, tl)
+    obs.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    obs.stop()
+    assert time.monotonic() - t0 < 2, "stopping waited for a feed that cannot connect"
+    assert obs.error is None and tl.cp == [] and len(tl.dns) >= 3

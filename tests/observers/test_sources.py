@@ -22,6 +22,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gameday.errors import ConfigError
+from gameday.fedapp.spec import FederationSpec
 from gameday.observers.sources import (
     AlarmEvent,
     AlarmSource,
@@ -29,13 +30,18 @@ from gameday.observers.sources import (
     DnsSource,
     EntryNodeSource,
     HttpJsonNode,
+    HttpJsonUtilisation,
     HttpJsonVersion,
     LogFileAlarms,
     MetricsVersion,
+    NatsVersionFeed,
     NodeReading,
     PrometheusVersion,
     Sources,
     UdpDns,
+    UtilisationReading,
+    UtilisationSource,
+    VersionFeed,
     VersionSource,
 )
 
@@ -353,6 +359,93 @@ def test_command_alarms_that_cannot_run() -> None:
     assert "cannot run" in str(src.last_error)
     with pytest.raises(ConfigError, match="argv is empty"):
         CommandAlarms(argv=[], node="p", regex="x")
+
+
+# -- utilisation -------------------------------------------------------------------------------------
+def test_http_json_utilisation_reads_the_paths_it_is_given_and_says_what_is_missing() -> None:
+    doc: dict[str, Any] = {"load": {"ceiling": 200, "busy": 0.25}, "shed": 3}
+
+    async def body() -> None:
+        async with serve({"/s": lambda: web.json_response(doc),
+                          "/down": lambda: web.json_response(doc, status=503)}) as base, \
+                httpx.AsyncClient(timeout=1) as http:
+            src = HttpJsonUtilisation(url=base + "/s", capacity="load.ceiling", utilisation="load.busy",
+                                      rejected="shed")
+            assert isinstance(src, UtilisationSource)
+            assert await src.read(http) == UtilisationReading(capacity=200.0, utilisation=0.25, rejected=3)
+            assert src.last_error is None and "load.ceiling" in src.describe()
+
+            # No rejection counter: 0, not a failure.
+            no_counter = HttpJsonUtilisation(url=base + "/s", capacity="load.ceiling", utilisation="load.busy",
+                                             rejected=None)
+            assert await no_counter.read(http) == UtilisationReading(200.0, 0.25, 0)
+
+            # A field the answer lacks, or one that is not a number: no reading, and why.
+            doc["load"].pop("busy")
+            assert await src.read(http) is None
+            assert src.last_error is not None and "load.busy" in src.last_error
+            doc["load"]["busy"] = "a lot"
+            assert await src.read(http) is None and "not a number" in str(src.last_error)
+            doc["load"]["busy"] = True  # JSON true is no share of a capacity
+            assert await src.read(http) is None
+
+            down = HttpJsonUtilisation(url=base + "/down", capacity="c", utilisation="u", rejected=None)
+            assert await down.read(http) is None and "503" in str(down.last_error)
+            gone = HttpJsonUtilisation(url=f"http://127.0.0.1:{_free_port()}/s", capacity="c", utilisation="u",
+                                       rejected=None)
+            assert await gone.read(http) is None and "ConnectError" in str(gone.last_error)
+
+    run(body())
+
+
+# -- the version as announced (push) -------------------------------------------------------------------
+def test_nats_version_feed_hears_each_announcement_on_a_real_nats_server(nats_server: FederationSpec) -> None:
+    import nats
+
+    subject = "gd.test.snapshot.version"
+
+    async def body() -> None:
+        feed = NatsVersionFeed(url=nats_server.nats_url, subject=subject, field="cp.version")
+        assert isinstance(feed, VersionFeed)
+        heard: list[int] = []
+        await feed.start(heard.append)
+        nc = await nats.connect(nats_server.nats_url)
+        try:
+            for message in ({"cp": {"version": 7}}, {"cp": {}}, b"not json", {"cp": {"version": "8"}},
+                            {"version": 99}):
+                await nc.publish(subject, message if isinstance(message, bytes) else json.dumps(message).encode())
+            await nc.publish("gd.other.subject", json.dumps({"cp": {"version": 50}}).encode())
+            await nc.flush()
+            deadline = time.monotonic() + 5
+            while len(heard) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)  # anything else would have arrived by now
+        finally:
+            await nc.close()
+            await feed.close()
+        # Only the messages carrying a version at the given path, in order; the rest named.
+        assert heard == [7, 8]
+        assert feed.last_error is not None and "cp.version" in feed.last_error
+        await feed.close()  # idempotent
+        assert subject in feed.describe()
+
+    run(body())
+
+
+def test_a_nats_version_feed_with_no_server_keeps_trying_and_says_why_once(caplog: pytest.LogCaptureFixture) -> None:
+    async def body() -> None:
+        feed = NatsVersionFeed(url=f"nats://127.0.0.1:{_free_port()}", subject="s", field="version")
+        heard: list[int] = []
+        trying = asyncio.create_task(feed.start(heard.append))  # it keeps trying: the bus may come up
+        await asyncio.sleep(0.5)
+        trying.cancel()
+        await asyncio.gather(trying, return_exceptions=True)
+        await feed.close()
+        assert heard == [] and "ConnectionRefused" in str(feed.last_error)
+
+    run(body())
+    # Said once, not once per attempt.
+    assert caplog.text.count("went away (ConnectionRefusedError)") == 1, caplog.text
 
 
 def test_sources_bundle_describes_every_source(tmp_path: Path) -> None:

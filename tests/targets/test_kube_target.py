@@ -105,8 +105,8 @@ def test_endpoints_use_node_addresses_and_node_ports(topology: Topology, tmp_pat
     addresses = {"global": "10.0.0.1", "a": "10.0.1.1", "b": "10.0.2.1", "c": "10.0.3.1"}
     t = _target(topology, tmp_path, dry_run=True, addresses=addresses, out=io.StringIO())
     t.up()
-    ep = t.endpoints()
-    assert ep.dns_server == ("10.0.0.1", o.GSLB_DNS_PORT)
+    assert t.endpoints().dns_server == ("10.0.0.1", o.GSLB_DNS_PORT)
+    ep = t.reference_endpoints()
     assert ep.entry_nodes["gateway-b"] == f"http://10.0.2.1:{o.GATEWAY_PORT}/status"
     assert ep.entry_nodes["proxy-c"] == f"http://10.0.3.1:{o.PROXY_PORT}/status"
     assert ep.control_plane == f"http://10.0.0.1:{o.CONTROL_PLANE_PORT}/status"
@@ -127,6 +127,7 @@ def test_ref_round_trip_keeps_allow_list_and_dry_run(topology: Topology, tmp_pat
     again = KubeTarget.attach(ref)
     assert (again.dry_run, again.allow, again.contexts) == (True, t.allow, t.contexts)
     assert again.endpoints() == t.endpoints()
+    assert again.reference_endpoints() == t.reference_endpoints()
 
 
 def test_restore_reattaches_kube_and_kind(topology: Topology, tmp_path: Path) -> None:

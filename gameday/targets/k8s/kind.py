@@ -36,6 +36,7 @@ from filelock import FileLock
 
 from gameday.errors import ConfigError, TargetError
 from gameday.interfaces import Endpoints, RegionInfo
+from gameday.observers.reference import ReferenceEndpoints
 from gameday.observers.sources import Sources
 from gameday.profile import load_profile
 from gameday.settings import Settings
@@ -501,6 +502,10 @@ class KindTarget:
 
     def endpoints(self) -> Endpoints:
         return self.kube.endpoints()
+
+    def reference_endpoints(self) -> ReferenceEndpoints:
+        """The reference app's URLs (:class:`~gameday.observers.reference.RunsReferenceApp`)."""
+        return self.kube.reference_endpoints()
 
     def sources(self) -> Sources:
         return self.kube.sources()

@@ -35,7 +35,13 @@ from typing import Any, Self, TextIO
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
 from gameday.interfaces import Endpoints, RegionInfo
-from gameday.observers.reference import DETAIL_FIELD, EVENT_FIELD, TIME_FIELD, reference_sources
+from gameday.observers.reference import (
+    DETAIL_FIELD,
+    EVENT_FIELD,
+    TIME_FIELD,
+    ReferenceEndpoints,
+    reference_sources,
+)
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.settings import Settings
 from gameday.targets.admin_token import new_admin_token
@@ -232,6 +238,12 @@ class KubeTarget:
         ]
 
     def endpoints(self) -> Endpoints:
+        g = self.addressing.host(GLOBAL_CLUSTER)
+        return Endpoints(dns_server=(g, o.GSLB_DNS_PORT), fqdn=self.topology.fqdn, gateway_port=o.GATEWAY_PORT)
+
+    def reference_endpoints(self) -> ReferenceEndpoints:
+        """The reference app's URLs at its NodePort Services
+        (:class:`~gameday.observers.reference.RunsReferenceApp`)."""
         a = self.addressing
         g = a.host(GLOBAL_CLUSTER)
         entry: dict[str, str] = {}
@@ -239,10 +251,7 @@ class KubeTarget:
             h = a.host(r.name)
             entry[f"gateway-{r.name}"] = f"http://{h}:{o.GATEWAY_PORT}/status"
             entry[f"proxy-{r.name}"] = f"http://{h}:{o.PROXY_PORT}/status"
-        return Endpoints(
-            dns_server=(g, o.GSLB_DNS_PORT),
-            fqdn=self.topology.fqdn,
-            gateway_port=o.GATEWAY_PORT,
+        return ReferenceEndpoints(
             entry_nodes=entry,
             control_plane=f"http://{g}:{o.CONTROL_PLANE_PORT}/status",
             utilisation={
@@ -270,7 +279,7 @@ class KubeTarget:
 
         alarms = LineFeedAlarms(feed=proxy_lines, name="proxy pod logs", json_event_field=EVENT_FIELD,
                                 time_field=TIME_FIELD, detail_field=DETAIL_FIELD)
-        return reference_sources(self.endpoints(), (alarms,))
+        return reference_sources(self.endpoints(), self.reference_endpoints(), (alarms,))
 
     def _node_address(self, cluster: str) -> str:
         return self.clusters.node_address(cluster)

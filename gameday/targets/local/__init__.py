@@ -16,7 +16,7 @@ from gameday.faults.model import FaultCall
 from gameday.fedapp import wire
 from gameday.fedapp.wire import broadcast_subject
 from gameday.interfaces import SUPERVISOR_ROLE, ComponentState, Endpoints, RegionInfo
-from gameday.observers.reference import log_file_alarms, reference_sources
+from gameday.observers.reference import ReferenceEndpoints, log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
 from gameday.release import plan_release
 from gameday.resources import clusters_dir
@@ -98,10 +98,13 @@ class LocalTarget:
 
     def endpoints(self) -> Endpoints:
         s = self.fed.spec
-        return Endpoints(
-            dns_server=(s.gslb_dns.host, s.gslb_dns.port),
-            fqdn=s.topology.fqdn,
-            gateway_port=s.gateway_port,
+        return Endpoints(dns_server=(s.gslb_dns.host, s.gslb_dns.port), fqdn=s.topology.fqdn,
+                         gateway_port=s.gateway_port)
+
+    def reference_endpoints(self) -> ReferenceEndpoints:
+        """The reference app's URLs on this machine (:class:`~gameday.observers.reference.RunsReferenceApp`)."""
+        s = self.fed.spec
+        return ReferenceEndpoints(
             entry_nodes={n: self.fed.listen_endpoint(n).url + "/status" for n in self.fed.entry_nodes()},
             control_plane=s.control_plane.url + "/status",
             utilisation={r.name: [i.endpoint.url + "/status" for i in r.instances] for r in s.regions},
@@ -122,7 +125,8 @@ class LocalTarget:
         ``/status``, the control plane's ``/status``, the GSLB, and the proxies' log files (the
         stale-snapshot alarm is the proxies', DESIGN.md §4)."""
         proxies = [n for n in self.fed.entry_nodes() if self.fed.components[n].role == "proxy"]
-        return reference_sources(self.endpoints(), log_file_alarms(self.fed.logdir, proxies))
+        return reference_sources(self.endpoints(), self.reference_endpoints(),
+                                 log_file_alarms(self.fed.logdir, proxies))
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
     def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
