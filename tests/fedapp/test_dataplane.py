@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import statistics
 import subprocess
 import threading
 import time
@@ -269,33 +268,6 @@ def test_gateway_serves_locally_with_headers(fed: Any, component: Component, htt
     assert 'gameday_snapshot_version{node="gateway-a",region="a"}' in metrics
     # Own admin paths are never forwarded.
     assert http.get(gw + "/admin/fault").status_code == 404
-
-
-def test_gateway_overhead_p50_under_2ms(fed: Any, component: Component, http: httpx.Client) -> None:
-    spec, _, cp = fed()
-    start_apps(component, http, spec, ["a-1", "a-2"])
-    gw = start_gateway(component, http, spec, "a", cp, ["a-1", "a-2"])
-    direct = spec.instance("a-1")[1].endpoint.url
-    # Stay under the instances' declared capacity (40 rps each): spread over ~3 s.
-    d_times: list[float] = []
-    g_times: list[float] = []
-    for _ in range(2):  # warm the keep-alive pools
-        http.get(direct + "/work")
-        http.get(gw + "/work")
-    time.sleep(1.1)
-    for _ in range(60):  # interleaved, so machine noise hits both alike
-        t0 = time.perf_counter()
-        assert http.get(direct + "/work").status_code == 200
-        t1 = time.perf_counter()
-        assert http.get(gw + "/work").status_code == 200
-        t2 = time.perf_counter()
-        d_times.append(t1 - t0)
-        g_times.append(t2 - t1)
-        time.sleep(0.04)
-    d50, g50 = statistics.median(d_times), statistics.median(g_times)
-    print(f"direct p50 {d50 * 1000:.2f} ms, via gateway p50 {g50 * 1000:.2f} ms, "
-          f"overhead {(g50 - d50) * 1000:.2f} ms")
-    assert g50 - d50 <= 0.002, f"gateway adds {(g50 - d50) * 1000:.2f} ms at p50 (direct {d50 * 1000:.2f} ms)"
 
 
 def test_gateway_falls_back_when_no_local_instance_is_ready(
