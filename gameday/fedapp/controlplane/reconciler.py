@@ -14,6 +14,8 @@ import json
 import time
 from collections.abc import Callable
 
+import nats.errors
+
 from gameday.fedapp.controlplane.bus import BUS_ERRORS, Runtime
 from gameday.fedapp.controlplane.scope import Scope
 from gameday.fedapp.controlplane.store import SnapshotStore
@@ -23,7 +25,11 @@ from gameday.fedapp.wire import MERGED_SLOW_KEY, Json, agent_state_subject, slow
 AGENT_STATE_TIMEOUT = 1.0
 """Seconds to wait for one agent's state reply during a reconciliation pass."""
 SYNC_RETRY = 2.0
-"""Seconds before a heartbeating agent that did not answer a state request is asked again."""
+"""Seconds before a heartbeating agent that did not answer a state request is asked again.
+Not after "no responders": nobody listened yet (an agent subscribes to state requests before
+its first heartbeat), so that agent's first heartbeat asks at once. Waiting 2 s there held every
+region's slow state back until 2 s after start-up, and the federation was ready (every entry
+node at the version) 1.5 s before its control plane moved on by six versions."""
 
 
 class Reconciler:
@@ -44,6 +50,8 @@ class Reconciler:
         self.epochs: dict[str, int] = {}
         """Each region's agent epoch last synced (or being synced)."""
         self._sync_not_before: dict[str, float] = {}
+        self._unheard: set[str] = set()
+        """Regions whose state request in the current pass found no responder."""
         self._lock = asyncio.Lock()
         self._kick = asyncio.Event()
 
@@ -84,6 +92,8 @@ class Reconciler:
             reply = json.loads(msg.data)
         except BUS_ERRORS as exc:
             self.rt.log("agent_state_failed", region=region, error=type(exc).__name__)
+            if isinstance(exc, nats.errors.NoRespondersError):
+                self._unheard.add(region)
             return None
         except ValueError as exc:
             self.rt.log("agent_state_bad", region=region, error=repr(exc))
@@ -125,15 +135,17 @@ class Reconciler:
         async with self._lock:
             if self.rt.nc is None:
                 return {"replied": [], "missing": targets}
+            self._unheard = set()
             replies = await asyncio.gather(*(self._ask_agent(r) for r in targets))
             got = {r: rep for r, rep in zip(targets, replies, strict=True) if rep is not None}
             before = self.store.snapshot.version
             if got:
                 await self.store.mutate(self._fold(got))
             for r in set(targets) - set(got):
-                # forget the agent's epoch: a heartbeat retries this region (not too often)
+                # forget the agent's epoch: a heartbeat retries this region (not too often,
+                # unless nobody was listening yet: see SYNC_RETRY)
                 self.epochs.pop(r, None)
-                self._sync_not_before[r] = time.monotonic() + SYNC_RETRY
+                self._sync_not_before[r] = 0.0 if r in self._unheard else time.monotonic() + SYNC_RETRY
             full = regions is None
             if full:
                 self.passes += 1

@@ -67,7 +67,7 @@ def test_a_full_pass_folds_health_and_slow_state_and_the_primary_wins(nats_serve
     assert rec.passes == 1 and rec.region_syncs == 0 and rec.status()["last"]["reason"] == "admin"
 
 
-def test_a_new_agent_epoch_syncs_its_region_once_and_a_silent_one_is_retried_later(
+def test_a_new_agent_epoch_syncs_its_region_once_and_a_silent_one_is_retried(
     nats_server: FederationSpec,
 ) -> None:
     spec = nats_server
@@ -87,17 +87,31 @@ def test_a_new_agent_epoch_syncs_its_region_once_and_a_silent_one_is_retried_lat
             rec.note_epoch(region, 8)  # a restarted agent
             await until(lambda: rec.region_syncs == 1, 5, "a region sync")
             assert store.snapshot.entries[instance_key(region, "x-1")] == UP
+            # Nobody listening (no responders): the next heartbeat asks again at once. An agent
+            # subscribes before its first heartbeat, so waiting would only hold its slow state back.
             rec.note_epoch(silent, 3)
-            await until(lambda: rec.region_syncs == 2, 5, "the silent region's sync to give up")
+            await until(lambda: rec.region_syncs == 2, 5, "the unheard region's sync to give up")
             assert silent not in rec.epochs, "a region that did not answer must be asked again"
+            rec.note_epoch(silent, 3)
+            await until(lambda: rec.region_syncs == 3, 5, "the unheard region asked again at once")
+            # Listening but never answering (a hung agent): asked again only after SYNC_RETRY.
+            await nc.subscribe(agent_state_subject(spec.run_id, silent), cb=_never_answer)
+            await nc.flush()
+            rec.note_epoch(silent, 3)
+            await until(lambda: rec.region_syncs == 4, 5, "the hung agent's sync to time out")
+            assert silent not in rec.epochs
             rec.note_epoch(silent, 3)  # too soon: not asked again before SYNC_RETRY
             await asyncio.sleep(0.1)
-            assert rec.region_syncs == 2 and silent not in rec.epochs
+            assert rec.region_syncs == 4 and silent not in rec.epochs
 
     run(body)
     assert rec.passes == 0
-    assert [e["region"] for e in rt.events("agent_epoch")] == [region, silent]
+    assert [e["region"] for e in rt.events("agent_epoch")] == [region, silent, silent, silent]
     assert SYNC_RETRY > 1.0
+
+
+async def _never_answer(msg: Any) -> None:
+    """A subscribed agent that never replies."""
 
 
 def test_the_loop_runs_a_pass_on_start_and_on_a_kick(nats_server: FederationSpec) -> None:
