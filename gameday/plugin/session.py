@@ -24,24 +24,24 @@ from typing import Any, cast
 
 import pytest
 
-from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import ConfigError, DrillRefused, GamedayError
 from gameday.faults import FAULTS, Ledger
 from gameday.interfaces import HasSoftware, Target
-from gameday.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
 from gameday.load.runner import LoadRunner
-from gameday.procs import RUN_DIR_ENV, ProcRegistry, run_token
-from gameday.profile import LoadedProfile, load_profile
+from gameday.model import preflight
+from gameday.model.timeline import FaultWindow
+from gameday.model.topology import DEFAULT_TOPOLOGY, Topology, load_topology
 from gameday.reports import allure_attach, plots, rawdata, reporting, table
 from gameday.reports.history import HistoryRow, append_history, check_regression, load_history
 from gameday.reports.steps import NoSteps, Steps
 from gameday.restore import federation_turn
-from gameday.settings import OPTIONS, TARGET_HELP, Settings
-from gameday.statefile import CorruptFile
+from gameday.runtime.interrupts import ACK_ENV, INTERRUPTS, Interrupts, ledger_pending, signal_name
+from gameday.runtime.procs import RUN_DIR_ENV, ProcRegistry, run_token
+from gameday.runtime.settings import OPTIONS, TARGET_HELP, Settings
+from gameday.runtime.statefile import CorruptFile
 from gameday.targets import registry
-from gameday.timeline import FaultWindow
-from gameday.topology import DEFAULT_TOPOLOGY, Topology, load_topology
+from gameday.targets.profile import LoadedProfile, load_profile
 from gameday.verdicts.predict import from_topology as timing_from_topology
 from gameday.verdicts.predict import predict
 from gameday.verdicts.result import DrillResult
@@ -171,7 +171,7 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
 
 # -- signals: SIGTERM restores like Ctrl-C, and nothing interrupts a revert ------------------------
 def install_signal_handlers(config: pytest.Config, state: SessionState) -> None:
-    """SIGINT and SIGTERM: the first reverts and stops, later ones report (:mod:`gameday.interrupts`)."""
+    """SIGINT and SIGTERM: the first reverts and stops, later ones report (:mod:`gameday.runtime.interrupts`)."""
     ack = None
     if getattr(config, "workerinput", None) is None:
         # Only the process `gameday drill` started acknowledges; its children (xdist

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from gameday import session as gsession
 from gameday.errors import ConfigError
-from gameday.interrupts import give_every_frame_a_line
-from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
+from gameday.plugin import session as gsession
+from gameday.runtime.interrupts import give_every_frame_a_line
+from gameday.runtime.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
 # plugin, so shipped rule checks can be selected into a team's own test modules.
@@ -28,7 +28,7 @@ STATE_KEY = gsession.STATE_KEY
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from gameday import hooks  # noqa: PLC0415  (pytest's way: specs are added as the plugin registers)
+    from gameday.plugin import hooks  # noqa: PLC0415  (pytest's way: specs are added as the plugin registers)
 
     pluginmanager.add_hookspecs(hooks)
 
@@ -175,7 +175,7 @@ def _then_write_reports(item: pytest.Item) -> Generator[None, object, object]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """After the test body: its drills' plots and attachments (see :func:`gameday.session.after_phase`)."""
+    """After the test body: its drills' plots and attachments (see :func:`gameday.plugin.session.after_phase`)."""
     return (yield from _then_write_reports(item))
 
 
@@ -257,7 +257,7 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
     One per pytest-xdist worker (local: each on its own free ports). Where the workers
     share one (kind's clusters, a staging context, a profile's federation: a
     :class:`gameday.interfaces.SharedFederation`), their drills take turns on the
-    drill lock (:mod:`gameday.drill_lock`). Yields a :class:`gameday.interfaces.Target`.
+    drill lock (:mod:`gameday.runtime.drill_lock`). Yields a :class:`gameday.interfaces.Target`.
     """
     state = pytestconfig.stash[STATE_KEY]
     with gsession.federation(pytestconfig, state) as target:
@@ -266,7 +266,7 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="session")
 def topology(pytestconfig: pytest.Config) -> Any:
-    """The validated :class:`gameday.topology.Topology` the session runs on."""
+    """The validated :class:`gameday.model.topology.Topology` the session runs on."""
     return pytestconfig.stash[STATE_KEY].topology
 
 
