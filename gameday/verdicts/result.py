@@ -8,7 +8,7 @@ A verdict whose input the federation does not expose (no control-plane version s
 declared capacities, no alarm source) is *not applicable*: its ``assert_*`` records
 ``n/a: <reason>`` in :attr:`DrillResult.verdicts` and returns without raising. It is never
 a pass: the verdict table, run.json and JUnit show the reason, and a test whose every
-asserted verdict was not applicable is reported skipped (:mod:`gameday.plugin.session`).
+asserted verdict was not applicable is reported skipped (:mod:`gameday.plugin.reporting`).
 
 Which verdicts exist, what each needs and how it is shown is one table,
 :data:`gameday.verdicts.registry.VERDICTS` (its docstring says how to add one); a verdict
