@@ -86,7 +86,7 @@ def project(tmp_path: Path) -> Path:
     """An empty directory that is not a gameday checkout (nor inside one)."""
     d = tmp_path / "team-project"
     d.mkdir()
-    assert not any(p.name == "pyproject.toml" for p in d.parents if (p / "gameday" / "plugin.py").exists())
+    assert not any(p.name == "pyproject.toml" for p in d.parents if (p / "gameday" / "plugin" / "__init__.py").exists())
     return d
 
 
