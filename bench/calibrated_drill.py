@@ -28,7 +28,7 @@ from common import BenchResult, fmt, local_topology, md_table, median, read_log,
 from gameday.drill import Drill
 from gameday.faults import Ledger
 from gameday.fedapp.wire import gateway_key
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets.local import LocalTarget
 
 TOLERANCE = 0.2

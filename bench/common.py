@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gameday.model.topology import Layout, Topology, generated_topology, load_topology, parse_topology
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import Layout, Topology, generated_topology, load_topology, parse_topology
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
@@ -82,7 +82,7 @@ def local_topology(**timing: float) -> Topology:
 def scaled_topology(regions: int, *, capacity_rps: float | None = None, layout: Layout | None = None,
                     **timing: float) -> Topology:
     """``clusters/local.yaml``'s timings and load with *regions* generated regions ``r01..rNN``
-    (:func:`gameday.topology.generated_topology`).
+    (:func:`gameday.model.topology.generated_topology`).
 
     Each region has the default 2 instances, weight 10 and falls back to the next region;
     ``capacity_rps`` (per instance) defaults to local.yaml's. *layout* is the control-plane

@@ -22,7 +22,7 @@ from typing import Any
 
 from common import BenchResult, fmt, local_topology, md_table, median, running_federation
 
-from gameday.topology import parse_topology
+from gameday.model.topology import parse_topology
 
 # wrk prints this JSON line from done(); latencies in microseconds.
 _LUA = r"""

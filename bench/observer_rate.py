@@ -30,10 +30,10 @@ from typing import Any
 from common import BenchResult, fmt, loadavg, md_table, median, percentile, running_federation, scaled_topology
 from scale import PROFILES
 
+from gameday.model.timeline import Timeline
 from gameday.observers.observer import Observer, PollRate
 from gameday.observers.sources import Sources
 from gameday.targets.local import LocalTarget
-from gameday.timeline import Timeline
 
 REGIONS = 30
 NOMINAL_HZ = 10.0

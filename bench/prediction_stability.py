@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drills", type=int, default=30)
     p.add_argument("--first-seed", type=int, default=1)
     a = p.parse_args(argv)
-    from gameday.settings import SLO
+    from gameday.runtime.settings import SLO
 
     seeds = list(range(a.first_seed, a.first_seed + a.drills))
     meta: dict[str, Any] = {"seeds": f"{seeds[0]}..{seeds[-1]}", "load_start": loadavg(),

@@ -44,7 +44,7 @@ from gameday.targets.local.federation import LocalFederation
 SIZES = (3, 10, 30)
 
 #: Timing profiles. ``local``: clusters/local.yaml as is (0.2 s probes, 0.15 s probe timeout, 0.5 s
-#: heartbeats, 2 s region timeout). ``prod``: the production defaults of gameday.topology.Timing
+#: heartbeats, 2 s region timeout). ``prod``: the production defaults of gameday.model.topology.Timing
 #: (1 s probes and heartbeats, 3 s region timeout) with a 0.5 s probe timeout instead of 0.25 s,
 #: because at 30 regions on 2 shared cores the local profile's probe traffic (~900 probes/s)
 #: starves the machine and probes time out, versions flap and bring-up may never converge.

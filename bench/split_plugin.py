@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from gameday.session import RESULTS_KEY
+from gameday.plugin.session import RESULTS_KEY
 
 _T: dict[str, float] = {}
 _CPU: dict[str, float] = {}

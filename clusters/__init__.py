@@ -2,5 +2,5 @@
 
 This directory is installed as the ``gameday.clusters`` package (data only), so an
 installed gameday reads its default topology with :mod:`importlib.resources` exactly as a
-checkout does; see :func:`gameday.resources.clusters_dir`.
+checkout does; see :func:`gameday.runtime.resources.clusters_dir`.
 """

@@ -16,7 +16,7 @@ minutes later as a verdict it did not cause.
 
 On a federation other processes drill too (kind's shared clusters, a staging context, a
 profile's federation: the target is a :class:`~gameday.interfaces.SharedFederation`),
-the outermost fault holds the drill lock (:mod:`gameday.drill_lock`) from before its health
+the outermost fault holds the drill lock (:mod:`gameday.runtime.drill_lock`) from before its health
 check and steady state until it is restored, so drills there take turns.
 """
 
@@ -34,8 +34,6 @@ from typing import Any
 
 import pytest
 
-from gameday import preflight, ticks
-from gameday.drill_lock import DrillLock, Holder
 from gameday.errors import (
     ComponentDied,
     DrillAborted,
@@ -57,17 +55,19 @@ from gameday.interfaces import (
     Target,
     liveness_of,
 )
-from gameday.interrupts import INTERRUPTS, Interrupts
 from gameday.load.runner import LoadRunner
+from gameday.model import preflight, ticks
+from gameday.model.timeline import Casualty, FaultWindow, NodeObs, Timeline, abort_reason
+from gameday.model.topology import Timing, Topology
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
 from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.reports import steps as phase_steps
 from gameday.reports.steps import NoSteps, Steps
-from gameday.settings import Settings
+from gameday.runtime.drill_lock import DrillLock, Holder
+from gameday.runtime.interrupts import INTERRUPTS, Interrupts
+from gameday.runtime.settings import Settings
 from gameday.targets import registry
-from gameday.timeline import Casualty, FaultWindow, NodeObs, Timeline, abort_reason
-from gameday.topology import Timing, Topology
 from gameday.verdicts.predict import Prediction, predict, unpredicted
 from gameday.verdicts.result import DrillResult
 
@@ -453,7 +453,7 @@ class Drill:
 
     def check_timing(self, action: str | None = None) -> str:
         """Refuse a drill whose clients could not have moved within the switchover limit
-        (detection + DNS TTL > ``--gameday-switchover-limit``); see :mod:`gameday.preflight`.
+        (detection + DNS TTL > ``--gameday-switchover-limit``); see :mod:`gameday.model.preflight`.
 
         Raises:
             DrillRefused: with the arithmetic and what to change.

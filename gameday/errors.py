@@ -30,7 +30,7 @@ from typing import Protocol
 
 class Casualty(Protocol):
     """What :class:`ComponentDied` and :class:`LoadCollapsed` carry (the watcher's
-    :class:`gameday.timeline.Casualty`): named here by shape, so this bottom module imports
+    :class:`gameday.model.timeline.Casualty`): named here by shape, so this bottom module imports
     nothing of the layers above it."""
 
     @property
@@ -43,7 +43,7 @@ class Casualty(Protocol):
 
 
 class Holder(Protocol):
-    """Who holds a drill lock (:class:`gameday.drill_lock.Holder`), by shape."""
+    """Who holds a drill lock (:class:`gameday.runtime.drill_lock.Holder`), by shape."""
 
     @property
     def pid(self) -> int: ...
@@ -111,7 +111,7 @@ class DrillAborted(GamedayError):
 
 class ComponentDied(DrillAborted):
     """A federation component exited mid-drill that the fault in effect does not stop; every
-    fault was reverted at once. ``casualty`` (a :class:`gameday.timeline.Casualty`) says
+    fault was reverted at once. ``casualty`` (a :class:`gameday.model.timeline.Casualty`) says
     which component, its pid, when, and whether the fault caused it."""
 
     def __init__(self, message: str, *, casualty: Casualty | None = None) -> None:
@@ -133,7 +133,7 @@ class DrillRefused(GamedayError):
 
 
 class DrillLockTimeout(DrillRefused):
-    """Another process held the federation's drill lock (:mod:`gameday.drill_lock`) for longer
+    """Another process held the federation's drill lock (:mod:`gameday.runtime.drill_lock`) for longer
     than ``--gameday-drill-lock-timeout``; nothing was injected. ``holder`` says who (None
     when it has not written who it is), ``key`` which federation."""
 

@@ -4,7 +4,7 @@ A target is anything that implements :class:`Target`: what *every* target must d
 up, deploy, go down, say its regions and endpoints, check its health, inject and revert a
 fault, and give the reference ``gameday restore`` re-attaches from). ``local`` (embedded
 processes), ``kind`` (one kind cluster per region) and ``kube`` (existing kubeconfig
-contexts) implement it, and a plugin adds more (:mod:`gameday.hooks`); the drill, the
+contexts) implement it, and a plugin adds more (:mod:`gameday.plugin.hooks`); the drill, the
 observers and the load generator only ever see this interface, the :class:`Endpoints` it
 returns (how a client reaches the federation) and its
 :class:`~gameday.observers.sources.Sources` (how it is observed).
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from gameday.observers.sources import Sources
     from gameday.verdicts.predict import StatedTiming
 
-# The federation's plain data lives in gameday.parts (below the observers and the load that
+# The federation's plain data lives in gameday.model.parts (below the observers and the load that
 # read it); re-exported here, the seam's home.
-from gameday.parts import LOAD_ROLE, SUPERVISOR_ROLE, ClientRoute, ComponentState, Endpoints, RegionInfo
+from gameday.model.parts import LOAD_ROLE, SUPERVISOR_ROLE, ClientRoute, ComponentState, Endpoints, RegionInfo
 
 __all__ = [
     "CAPABILITIES",
@@ -142,7 +142,7 @@ class Releasable(Protocol):
 
     def release_plan(self) -> list[str]:
         """The order in which a release updates the regions (R12): a standby region first,
-        the primary last. Local: :func:`gameday.release.plan_release` over the topology;
+        the primary last. Local: :func:`gameday.model.release.plan_release` over the topology;
         kind/kube: the order their rollout really uses."""
 
     def rollout_region(self, region: str) -> None:
@@ -204,7 +204,7 @@ class SharedFederation(Protocol):
     workers of a kind run (one pool of clusters), engineers' runs on one staging context, the
     runs of a profile (one real federation).
 
-    The drill holds the drill lock (:mod:`gameday.drill_lock`) on :meth:`drill_lock_key`
+    The drill holds the drill lock (:mod:`gameday.runtime.drill_lock`) on :meth:`drill_lock_key`
     from the steady state before its outermost fault until that fault is restored, so no
     drill measures another's fault and no restore undoes another's fault mid-drill. A target
     each process owns alone (``local``: every xdist worker starts its own) does not have it;
@@ -212,7 +212,7 @@ class SharedFederation(Protocol):
     the whole opt-in.
 
     The lock serialises the processes of one machine (a file lock); see
-    :mod:`gameday.drill_lock` for runs on several machines.
+    :mod:`gameday.runtime.drill_lock` for runs on several machines.
     """
 
     def drill_lock_key(self) -> str:

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from gameday.drill_lock import DEFAULT_TIMEOUT, Holder, drill_lock
 from gameday.errors import DrillLockTimeout, GamedayError
 from gameday.faults.ledger import Ledger, LedgerEntry, known_ledgers
 from gameday.interfaces import SharedFederation, Target
-from gameday.procs import stop_orphaned
-from gameday.statefile import CorruptFile, quarantine
+from gameday.runtime.drill_lock import DEFAULT_TIMEOUT, Holder, drill_lock
+from gameday.runtime.procs import stop_orphaned
+from gameday.runtime.statefile import CorruptFile, quarantine
 from gameday.targets import registry
 from gameday.targets.local.federation import LocalFederation, pid_alive
 

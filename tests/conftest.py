@@ -13,10 +13,10 @@ import pytest
 
 from gameday.fedapp.common import ADMIN_TOKEN_ENV, read_admin_token
 from gameday.fedapp.spec import FederationSpec
+from gameday.model.topology import load_topology, parse_topology
 from gameday.targets.admin_token import issue_admin_token
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation
-from gameday.topology import load_topology, parse_topology
 
 pytest_plugins = ["pytester"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 HOLD = """
 import pathlib, sys, time
-from gameday.drill_lock import drill_lock
+from gameday.runtime.drill_lock import drill_lock
 with drill_lock(sys.argv[1], what=sys.argv[3]):
     print("held", flush=True)
     deadline = time.monotonic() + 60

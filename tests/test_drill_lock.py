@@ -1,4 +1,4 @@
-"""The drill lock (:mod:`gameday.drill_lock`) with real processes and real signals.
+"""The drill lock (:mod:`gameday.runtime.drill_lock`) with real processes and real signals.
 
 A holder process takes the lock through the public seam (``drill_lock``) and keeps it until
 the test touches a file; a waiter process (or this one) contends:
@@ -33,19 +33,19 @@ from typing import Any
 import pytest
 
 from gameday.drill import Drill
-from gameday.drill_lock import DrillLock, Holder, drill_lock, lock_path
 from gameday.errors import DrillLockError, DrillLockTimeout, TargetUnreachable
 from gameday.faults import Ledger
 from gameday.interfaces import Endpoints, RegionInfo, SharedFederation, Target
 from gameday.observers.sources import Sources
 from gameday.reports.allure_attach import categorise
-from gameday.settings import Settings
+from gameday.runtime.drill_lock import DrillLock, Holder, drill_lock, lock_path
+from gameday.runtime.settings import Settings
 
 KEY = "test:shared-federation"
 
 HOLD = """
 import pathlib, sys, time
-from gameday.drill_lock import drill_lock
+from gameday.runtime.drill_lock import drill_lock
 key, release = sys.argv[1], pathlib.Path(sys.argv[2])
 with drill_lock(key, what="test holder.py::test_holds", timeout=0):
     print("held", flush=True)
@@ -58,7 +58,7 @@ print("released", flush=True)
 
 WAIT = """
 import sys, time
-from gameday.drill_lock import DrillLock
+from gameday.runtime.drill_lock import DrillLock
 from gameday.errors import DrillLockTimeout
 lock = DrillLock(sys.argv[1], what="test waiter.py::test_waits")
 def on_wait(holder, waited):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gameday.settings import SLO
-from gameday.timeline import CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
-from gameday.topology import load_topology
+from gameday.model.timeline import CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.model.topology import load_topology
+from gameday.runtime.settings import SLO
 from gameday.verdicts.predict import StatedTiming, from_topology, judge, predict, unpredicted
 from gameday.verdicts.result import DrillResult
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gameday.cli.scaffold import init
 from gameday.errors import ConfigError
-from gameday.scaffold import init
-from gameday.topology import load_topology
+from gameday.model.topology import load_topology
 
 FILES = ["drills/topology.yaml", "drills/test_gateway_drill.py", "drills/test_conformance.py", "conftest.py"]
 

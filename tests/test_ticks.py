@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gameday.ticks import StopCondition, progress_line, recent_error_ratio
-from gameday.timeline import DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.model.ticks import StopCondition, progress_line, recent_error_ratio
+from gameday.model.timeline import DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
 
 
 def test_the_stop_condition_fires_only_after_the_breach_lasted() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from gameday.errors import ConfigError
+from gameday.model.topology import load_topology, parse_topology
+from gameday.runtime.userinput import MAX_FILE_BYTES, load_yaml, shown
 from gameday.targets.k8s import files as k8s_files
-from gameday.topology import load_topology, parse_topology
-from gameday.userinput import MAX_FILE_BYTES, load_yaml, shown
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = (REPO / "clusters" / "local.yaml").read_text()

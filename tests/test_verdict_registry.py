@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 import gameday.verdicts.registry
+from gameday.model.timeline import FaultWindow, RequestRec, Timeline
 from gameday.reports import table
-from gameday.settings import SLO
-from gameday.timeline import FaultWindow, RequestRec, Timeline
+from gameday.runtime.settings import SLO
 from gameday.verdicts.registry import VERDICTS, markdown_table
 from gameday.verdicts.result import DrillResult
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gameday.settings import SLO
-from gameday.timeline import (
+from gameday.model.timeline import (
     AlarmObs,
     CpObs,
     DnsObs,
@@ -17,6 +16,7 @@ from gameday.timeline import (
     UtilObs,
     abort_reason,
 )
+from gameday.runtime.settings import SLO
 from gameday.verdicts.capacity import dynamic_headroom, static_headroom
 from gameday.verdicts.measure import client_recovery, dns_convergence, switchover, version_check
 from gameday.verdicts.result import DrillResult

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from gameday.model.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, PollRate, RequestRec, Timeline
 from gameday.reports import table
-from gameday.settings import SLO
-from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, PollRate, RequestRec, Timeline
+from gameday.runtime.settings import SLO
 from gameday.verdicts.measure import switchover_definition
 from gameday.verdicts.result import DrillResult
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gameday.conformance.view import FederationView, federation_view
+from gameday.model.topology import Timing, Topology
 from gameday.observers.reference import reference_endpoints_of
-from gameday.topology import Timing, Topology
 
 
 @pytest.fixture(scope="session")
@@ -32,7 +32,7 @@ def view(federation: Any) -> Iterator[FederationView]:
 
 @pytest.fixture(scope="session")
 def timing(topology: Topology) -> Timing:
-    """The topology's timings (:class:`gameday.topology.Timing`): probe interval, fall, rise, ..."""
+    """The topology's timings (:class:`gameday.model.topology.Timing`): probe interval, fall, rise, ..."""
     return topology.timing
 
 

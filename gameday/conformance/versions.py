@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gameday.timeline import Timeline
+from gameday.model.timeline import Timeline
 
 
 def regressions(tl: Timeline, t_ref: float) -> list[str]:

@@ -25,8 +25,8 @@ import pytest
 from gameday.conformance import dnssample, promtext
 from gameday.conformance.wait import wait_until
 from gameday.fedapp.wire import ROUTE_VERSION, SERVED_BY
+from gameday.model.parts import Endpoints, RegionInfo
 from gameday.observers.reference import ReferenceEndpoints
-from gameday.parts import Endpoints, RegionInfo
 
 Json = dict[str, Any]
 #: Answers sampled to judge which regions a GSLB without a status endpoint answers with: with

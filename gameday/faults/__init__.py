@@ -4,7 +4,7 @@ that guarantees it is put back."""
 from gameday.faults.catalogue import CATALOGUE, FAULTS, FaultKind, check_fault
 from gameday.faults.ledger import Ledger, LedgerEntry
 from gameday.faults.model import Action, Fault, FaultCall, FaultTable, Param
-from gameday.tables import Table
+from gameday.model.tables import Table
 
 __all__ = ["CATALOGUE", "FAULTS", "Action", "Fault", "FaultCall", "FaultKind", "FaultTable", "Ledger",
            "LedgerEntry", "Param", "Table", "check_fault"]

@@ -1,6 +1,6 @@
 """Command faults: a fault given as an inject command and its exact inverse, run as processes.
 
-A profile (:mod:`gameday.profile`) declares each fault of a federation the harness did not
+A profile (:mod:`gameday.targets.profile`) declares each fault of a federation the harness did not
 build as two commands. Each runs without a shell unless the profile asks for one, in the
 profile's directory, with a timeout (the whole process group is killed when it expires), its
 output captured and kept (:class:`CommandRun`, logged, and in every error message):

@@ -4,7 +4,7 @@ If the runner is killed (``kill -9``, a CI timeout), ``gameday restore`` reads t
 ledger, re-attaches to each target from its recorded reference and reverts what is
 there. An entry is removed only after its revert succeeded (or ``gameday restore
 --forget ID`` drops it, saying why). A file lock makes the ledger safe for several
-pytest-xdist workers; writes are atomic and fsynced (:mod:`gameday.statefile`).
+pytest-xdist workers; writes are atomic and fsynced (:mod:`gameday.runtime.statefile`).
 
 Every ledger that ever recorded a fault is also listed, by absolute path, in a small
 per-user index (:func:`index_path`), so ``gameday restore`` run from any directory
@@ -23,7 +23,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from gameday.statefile import CorruptFile, quarantine, read_json_object, state_dir, write_json_atomic
+from gameday.runtime.statefile import CorruptFile, quarantine, read_json_object, state_dir, write_json_atomic
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 from gameday.errors import ConfigError
-from gameday.tables import Table
-from gameday.userinput import shown
+from gameday.model.tables import Table
+from gameday.runtime.userinput import shown
 
 REQUIRED: Any = object()
 """The default of a :class:`Param` the caller must give."""

@@ -22,7 +22,7 @@ listener of its own, on its own address and a free port: its admin paths are ser
 there (:mod:`gameday.fedapp.skeleton`).
 
 The reference app owns these types: it imports nothing of the harness (the import-linter
-contract in pyproject.toml forbids :mod:`gameday.topology` too), so a component process
+contract in pyproject.toml forbids :mod:`gameday.model.topology` too), so a component process
 starts with only its own dependencies. :class:`AppTopology` is the part of the harness's
 topology the components act on (zone, service, timings, control-plane layout and state, the
 negative controls' defects); the harness builds it from its validated topology
@@ -47,7 +47,7 @@ class _Spec(BaseModel):
 
 class AppTiming(_Spec):
     """The sync chain's timings the components act on; seconds unless noted (the harness's
-    topology validates them and documents each: ``gameday.topology.Timing``)."""
+    topology validates them and documents each: ``gameday.model.topology.Timing``)."""
 
     probe_interval: float
     """Agent and GSLB health-probe period."""

@@ -16,7 +16,7 @@ from types import TracebackType
 
 import httpx
 
-from gameday.timeline import RequestRec
+from gameday.model.timeline import RequestRec
 
 
 class EastWestLoad:

@@ -3,10 +3,10 @@
 locust is never imported here (it monkey-patches the interpreter with gevent on
 import); it runs headless in its own process - or as a master with N workers, the
 way users scale it across machines - and each process appends JSON lines that
-:meth:`LoadRunner.poll` turns into :class:`~gameday.timeline.RequestRec`.
+:meth:`LoadRunner.poll` turns into :class:`~gameday.model.timeline.RequestRec`.
 
 Every locust process dies with the runner, ``kill -9`` included (a death signal where
-the OS has one, :mod:`gameday.procs`), and is recorded in the run's process registry so
+the OS has one, :mod:`gameday.runtime.procs`), and is recorded in the run's process registry so
 ``gameday restore`` and ``gameday down`` stop it anyway.
 """
 
@@ -24,11 +24,11 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
-from gameday.interrupts import INTERRUPTS
-from gameday.parts import LOAD_ROLE, ComponentState, Endpoints
-from gameday.ports import free_port, release
-from gameday.procs import ProcRegistry, spawn
-from gameday.timeline import RequestRec
+from gameday.model.parts import LOAD_ROLE, ComponentState, Endpoints
+from gameday.model.timeline import RequestRec
+from gameday.runtime.interrupts import INTERRUPTS
+from gameday.runtime.ports import free_port, release
+from gameday.runtime.procs import ProcRegistry, spawn
 
 BUILTIN_LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 _SIGNALS = {int(s) for s in signal.Signals}

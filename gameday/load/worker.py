@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 
 from gameday.load.runner import BUILTIN_LOCUSTFILE
-from gameday.settings import parse_host_port
+from gameday.runtime.settings import parse_host_port
 
 DEFAULT_MASTER_PORT = 5557
 """locust's own default master port."""

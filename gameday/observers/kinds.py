@@ -40,6 +40,7 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from gameday.errors import ConfigError
+from gameday.model.tables import Table
 from gameday.observers.sources import (
     AlarmSource,
     CommandAlarms,
@@ -51,8 +52,7 @@ from gameday.observers.sources import (
     PrometheusVersion,
     VersionSource,
 )
-from gameday.tables import Table
-from gameday.userinput import shown
+from gameday.runtime.userinput import shown
 
 Role = Literal["entry_node", "version", "alarms"]
 ROLES: dict[Role, str] = {

@@ -23,15 +23,8 @@ from typing import Any
 import aiohttp
 
 from gameday.errors import GamedayError
-from gameday.observers.sources import (
-    AlarmSource,
-    Closeable,
-    EntryNodeSource,
-    Sources,
-    UtilisationSource,
-)
-from gameday.parts import ComponentState, RegionInfo
-from gameday.timeline import (
+from gameday.model.parts import ComponentState, RegionInfo
+from gameday.model.timeline import (
     AlarmObs,
     ComponentObs,
     CpObs,
@@ -42,6 +35,13 @@ from gameday.timeline import (
     RequestRec,
     Timeline,
     UtilObs,
+)
+from gameday.observers.sources import (
+    AlarmSource,
+    Closeable,
+    EntryNodeSource,
+    Sources,
+    UtilisationSource,
 )
 
 log = logging.getLogger(__name__)

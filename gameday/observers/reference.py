@@ -6,7 +6,7 @@ each gives a :class:`ReferenceEndpoints` (:class:`RunsReferenceApp`), which the 
 suite reads (health and ramps at the GSLB, probe counters at the agents, the snapshot at the
 control plane) and from which :func:`reference_sources` builds the drill's
 :class:`~gameday.observers.sources.Sources`. A federation described by a profile has none:
-what a load client needs is :class:`~gameday.parts.Endpoints`, what the observer reads is its
+what a load client needs is :class:`~gameday.model.parts.Endpoints`, what the observer reads is its
 profile's sources, and a conformance check that needs one of these URLs skips saying so.
 
 Its wire contract (``gameday.fedapp.wire``), named once here: every gateway and proxy serves
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from gameday.model.parts import Endpoints
 from gameday.observers.sources import (
     AlarmSource,
     HttpJsonNode,
@@ -34,7 +35,6 @@ from gameday.observers.sources import (
     Sources,
     UdpDns,
 )
-from gameday.parts import Endpoints
 
 DNS_SAMPLES = 16
 """GSLB queries per read: its answers are weighted single addresses, so a 20 % region needs

@@ -1,7 +1,7 @@
 """The drill's watcher: is everything the drill relies on still there?
 
 The observer records every process's liveness on the timeline (a
-:class:`~gameday.timeline.ComponentObs` at each change); the watcher reads it, and the
+:class:`~gameday.model.timeline.ComponentObs` at each change); the watcher reads it, and the
 load generator's achieved rate, every tick and says when a drill must stop at once:
 
 - a component died that no fault in effect stops (the fault's own work - ``gateway_down
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
-from gameday.parts import LOAD_ROLE, SUPERVISOR_ROLE
-from gameday.timeline import Casualty, ComponentObs, NodeObs, Timeline
+from gameday.model.parts import LOAD_ROLE, SUPERVISOR_ROLE
+from gameday.model.timeline import Casualty, ComponentObs, NodeObs, Timeline
 
 
 class LoadGauge(Protocol):

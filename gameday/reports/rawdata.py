@@ -76,7 +76,7 @@ def settings_json(settings: Any, model: Any, model_path: Path | None) -> str:
     """The run's effective settings and its topology or profile, secrets redacted.
 
     Args:
-        settings: the :class:`gameday.settings.Settings` (a dataclass).
+        settings: the :class:`gameday.runtime.settings.Settings` (a dataclass).
         model: the topology or profile (a pydantic model), or None.
         model_path: the file it came from.
     """

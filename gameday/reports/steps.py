@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from gameday.timeline import Timeline
+    from gameday.model.timeline import Timeline
     from gameday.verdicts.result import DrillResult, Verdict
 
 

@@ -33,12 +33,12 @@ from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetErro
 from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
+from gameday.model.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.observers.kinds import BuildContext
 from gameday.observers.sources import HttpJsonUtilisation, Sources, UdpDns
-from gameday.profile import UTILISATION_FIELDS, Command, LoadedProfile, load_profile, parse_profile
-from gameday.settings import Settings
-from gameday.topology import MAX_DNS_TTL, Timing, Topology
-from gameday.userinput import shown
+from gameday.runtime.settings import Settings
+from gameday.runtime.userinput import shown
+from gameday.targets.profile import UTILISATION_FIELDS, Command, LoadedProfile, load_profile, parse_profile
 from gameday.verdicts.predict import StatedTiming
 
 log = logging.getLogger(__name__)

@@ -1,14 +1,14 @@
 """The reference app's view of a topology, built by the targets that deploy it (local, kind, kube).
 
 The app owns its spec types (:mod:`gameday.fedapp.spec`) and imports nothing of the harness;
-this is the one place the harness's validated :class:`~gameday.topology.Topology` is turned
+this is the one place the harness's validated :class:`~gameday.model.topology.Topology` is turned
 into them. Fields only the harness uses (kubeconfig contexts, the offered load) stay behind.
 """
 
 from __future__ import annotations
 
 from gameday.fedapp.spec import AppControlPlane, AppDefects, AppTiming, AppTopology
-from gameday.topology import Topology
+from gameday.model.topology import Topology
 
 
 def app_topology(topology: Topology) -> AppTopology:

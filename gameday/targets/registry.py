@@ -16,7 +16,7 @@ is created (:meth:`TargetRegistry.check`).
 Either may be given as an import path, ``"package.module:Class.method"``, imported on
 first use: the kind and kube targets import ``kubernetes``, and a target may not be part of
 this installation at all (``external``, until its module is). The pytest plugin asks the
-``pytest_gameday_make_target`` hook first (:mod:`gameday.hooks`) and falls back to
+``pytest_gameday_make_target`` hook first (:mod:`gameday.plugin.hooks`) and falls back to
 :func:`make`, as pytest-xdist falls back to its own schedulers.
 
 **Restore of a target that is not built in.** The drill records in each ledger entry the
@@ -37,12 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gameday.errors import ConfigError, TargetError
-from gameday.userinput import shown
+from gameday.runtime.userinput import shown
 
 if TYPE_CHECKING:
     from gameday.interfaces import Target
-    from gameday.settings import Settings
-    from gameday.topology import Topology
+    from gameday.model.topology import Topology
+    from gameday.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gameday.timeline import AlarmObs, RequestRec, UtilObs
+from gameday.model.timeline import AlarmObs, RequestRec, UtilObs
 from gameday.verdicts.measure import Check
 from gameday.verdicts.stats import (
     FALSE_FAILURE,

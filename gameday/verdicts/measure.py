@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from gameday.timeline import CpObs, NodeObs, RequestRec, Timeline
+from gameday.model.timeline import CpObs, NodeObs, RequestRec, Timeline
 from gameday.verdicts.stats import FALSE_FAILURE, probability, ratio_above
 
 Definition = Literal["entry-node versions", "routable sets", "dns answers"]

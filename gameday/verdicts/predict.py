@@ -19,7 +19,7 @@ GSLB propagation
 entry-node propagation
     From the health decision to every surviving entry node: the reference federation's
     sync chain (agent event, control-plane commit, ``broadcast_delay``, diff pull:
-    :attr:`gameday.topology.Topology.propagation`); a profile states it as
+    :attr:`gameday.model.topology.Topology.propagation`); a profile states it as
     ``timing.propagation`` or it is unknown.
 clients
     A client holds an address for at most the TTL the DNS server answers with (observed where
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from gameday.topology import Topology
+    from gameday.model.topology import Topology
 
 FailsAt = Literal["at once", "at the timeout"]
 

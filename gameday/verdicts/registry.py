@@ -8,7 +8,7 @@ reads it from here:
 - when a verdict is not applicable and why (``needs``): ``DrillResult.not_applicable``,
   the ``n/a: <reason>`` an ``assert_*`` records, the table cell, run.json's
   ``not_applicable``, JUnit's ``gameday_na`` properties, and the skip of a test whose every
-  verdict was not applicable (:mod:`gameday.session`) all come from it;
+  verdict was not applicable (:mod:`gameday.plugin.reporting`) all come from it;
 - the list of verdicts in README's "Verdicts" section (:func:`markdown_table`; a test keeps
   the README's copy in step).
 
@@ -67,11 +67,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gameday.tables import Table
+from gameday.model.tables import Table
 
 if TYPE_CHECKING:
-    from gameday.settings import SLO
-    from gameday.timeline import FaultWindow, Timeline
+    from gameday.model.timeline import FaultWindow, Timeline
+    from gameday.runtime.settings import SLO
 
 NA = "n/a: "
 """How a verdict without input reads, before its reason."""

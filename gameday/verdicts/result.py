@@ -8,7 +8,7 @@ A verdict whose input the federation does not expose (no control-plane version s
 declared capacities, no alarm source) is *not applicable*: its ``assert_*`` records
 ``n/a: <reason>`` in :attr:`DrillResult.verdicts` and returns without raising. It is never
 a pass: the verdict table, run.json and JUnit show the reason, and a test whose every
-asserted verdict was not applicable is reported skipped (:mod:`gameday.session`).
+asserted verdict was not applicable is reported skipped (:mod:`gameday.plugin.reporting`).
 
 Which verdicts exist, what each needs and how it is shown is one table,
 :data:`gameday.verdicts.registry.VERDICTS` (its docstring says how to add one); a verdict
@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from gameday.settings import SLO
-from gameday.timeline import Casualty, FaultWindow, Timeline
+from gameday.model.timeline import Casualty, FaultWindow, Timeline
+from gameday.runtime.settings import SLO
 from gameday.verdicts.capacity import dynamic_headroom, stale_alarms, static_headroom
 from gameday.verdicts.measure import (
     Check,
@@ -42,7 +42,7 @@ from gameday.verdicts.registry import NA, VERDICTS
 from gameday.verdicts.stats import FALSE_FAILURE
 
 if TYPE_CHECKING:
-    from gameday.timeline import PollRate
+    from gameday.model.timeline import PollRate
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import pytest
 from gameday.conformance import manifests
 from gameday.conformance.capabilities import require
 from gameday.interfaces import HasManifests
-from gameday.resources import clusters_dir
+from gameday.runtime.resources import clusters_dir
 
 CLUSTERS = clusters_dir()
 KIND_CONFIGS = CLUSTERS / "kind"

@@ -2,8 +2,8 @@
 each region verified before the next is touched.
 
 The plan is the target's own (``federation.release_plan()``: the kind/kube targets' real
-rollout order; the local target's :func:`gameday.release.plan_release`) and is judged by
-:func:`gameday.release.check_release_order`. It is then carried out with
+rollout order; the local target's :func:`gameday.model.release.plan_release`) and is judged by
+:func:`gameday.model.release.check_release_order`. It is then carried out with
 ``federation.rollout_region`` (local: a rolling restart of the region's app instances,
 one at a time), and between steps the region is verified: every entry node converged and
 routing to every region, and requests through the region's gateway served by the region.
@@ -17,7 +17,7 @@ import pytest
 
 from gameday.conformance.capabilities import require
 from gameday.interfaces import Releasable
-from gameday.release import check_release_order, run_release
+from gameday.model.release import check_release_order, run_release
 
 PROBE_REQUESTS = 5
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
+from gameday.model.topology import load_topology
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import load_topology
 
 _POST = ("import pathlib, sys, urllib.request; token = pathlib.Path(sys.argv[3]).read_text().strip(); "
          "urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), headers={"

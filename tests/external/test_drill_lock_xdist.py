@@ -52,7 +52,7 @@ def test_window(drill, n):
 """
 
 CONFTEST = """
-from gameday.profile import load_profile
+from gameday.targets.profile import load_profile
 from gameday.targets.external import ExternalTarget
 
 

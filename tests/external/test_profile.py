@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gameday.errors import ConfigError
-from gameday.profile import load_profile, parse_profile
+from gameday.targets.profile import load_profile, parse_profile
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from gameday.model.topology import load_topology
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import load_topology
 from tests.external.conftest import reference_profile, write_profile
 
 pytestmark = pytest.mark.slow

@@ -19,9 +19,9 @@ from pydantic import BaseModel
 from gameday.errors import ConfigError
 from gameday.observers.kinds import SOURCE_KINDS, BuildContext, SourceKind, StrictModel
 from gameday.observers.sources import HttpClient, HttpJsonVersion
-from gameday.profile import LoadedProfile, parse_profile
 from gameday.targets.external import ExternalTarget
 from gameday.targets.local.federation import LocalFederation
+from gameday.targets.profile import LoadedProfile, parse_profile
 from tests.external.conftest import reference_profile, write_profile
 from tests.external.test_reference_app import HEADLINE, SEED, _figures
 

@@ -109,7 +109,7 @@ def test_the_external_target_has_only_the_capabilities_a_profile_gives(tmp_path:
 
 def test_preflight_neither_refuses_nor_passes_on_an_unknown_capacity() -> None:
     from gameday.interfaces import RegionInfo
-    from gameday.preflight import check_capacity
+    from gameday.model.preflight import check_capacity
 
     regions = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, None, "127.0.2.1"),
                RegionInfo("c", 1, 20, "127.0.3.1")]

@@ -19,10 +19,10 @@ import httpx
 import pytest
 
 from gameday.faults.ledger import Ledger, known_ledgers
-from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
+from gameday.model.topology import load_topology
+from gameday.runtime.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import load_topology
 
 
 def _gameday(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -23,14 +23,14 @@ import yaml
 
 from gameday.errors import DrillLockTimeout, TargetError
 from gameday.faults import Ledger
-from gameday.interrupts import Interrupts
+from gameday.model.topology import load_topology
+from gameday.plugin.session import SessionState, revert_own_leftovers
 from gameday.restore import federation_turn, ledger_path, restore
-from gameday.session import SessionState, revert_own_leftovers
-from gameday.settings import Settings
+from gameday.runtime.interrupts import Interrupts
+from gameday.runtime.settings import Settings
 from gameday.targets import registry
 from gameday.targets.external import ExternalTarget
 from gameday.targets.local import LocalTarget
-from gameday.topology import load_topology
 
 from ..lock_holder import LockHolder
 

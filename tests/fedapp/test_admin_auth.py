@@ -22,9 +22,9 @@ import pytest
 from gameday.errors import FaultError
 from gameday.fedapp.common import ADMIN_TOKEN_ENV, is_admin_path
 from gameday.fedapp.spec import FederationSpec
+from gameday.model.topology import load_topology
 from gameday.targets.admin_token import AdminAuth, issue_admin_token
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import load_topology
 
 Component = Callable[..., subprocess.Popen[bytes]]
 WRONG = "not-the-token-0123456789abcdefghijklmnopqrstu"  # same length as a real one (43)

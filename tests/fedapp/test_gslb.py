@@ -630,8 +630,8 @@ _GSLB: list[Gslb] = []
 
 def _in_process_gslb() -> Gslb:
     if not _GSLB:
+        from gameday.model.topology import load_topology
         from gameday.targets.local.plan import plan_federation
-        from gameday.topology import load_topology
 
         g = Gslb(plan_federation(load_topology(), Path("/nonexistent")), JsonLog("gslb", _Sink()))
         for r in g.regions:

@@ -26,7 +26,7 @@ from gameday.fedapp.wire import (
     regional_events_subject,
     serving_key,
 )
-from gameday.topology import generated_topology, load_topology
+from gameday.model.topology import generated_topology, load_topology
 from tests.fedapp.helpers import Starter, run, until
 
 A1, A2 = instance_key("a", "a-1"), instance_key("a", "a-2")

@@ -49,7 +49,7 @@ import dns.rdatatype
 import httpx
 import yaml
 
-from gameday.ports import port_free
+from gameday.runtime.ports import port_free
 from tests.foreign.processes import alive, children, kill_tree, processes_under, wait_until
 from tests.foreign.witness import HOST as CHECKER_HOST
 from tests.foreign.witness import CheckerClock

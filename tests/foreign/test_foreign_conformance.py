@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
-from gameday.resources import clusters_dir, suites_dir
+from gameday.runtime.resources import clusters_dir, suites_dir
 from tests.foreign.conftest import FOREIGN_GROUP
 from tests.foreign.federation import ForeignFederation
 

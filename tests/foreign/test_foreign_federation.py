@@ -140,7 +140,7 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
 
 
 def test_the_profile_describes_it_and_gameday_loads_it(foreign: ForeignFederation, tmp_path: Path) -> None:
-    from gameday.profile import load_profile
+    from gameday.targets.profile import load_profile
 
     path = foreign.write_profile(tmp_path / "foreign.yaml", capacity_rps=500.0)
     loaded = load_profile(path).profile

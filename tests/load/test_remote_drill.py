@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from gameday.ports import free_port
+from gameday.runtime.ports import free_port
 from tests.load.test_remote_workers import _reap, _shifted_clock_prefix, _start_worker
 
 pytestmark = pytest.mark.slow

@@ -30,7 +30,7 @@ import pytest
 from gameday.errors import LoadError
 from gameday.interfaces import Endpoints
 from gameday.load.runner import LoadRunner
-from gameday.ports import free_port
+from gameday.runtime.ports import free_port
 
 FQDN = "app.remote.test."
 SHIFT = 100_000.0
@@ -205,7 +205,7 @@ def test_workers_json_is_what_the_runner_reads(tmp_path: Path, federation: Endpo
 def test_remote_clock_uncertainty_widens_client_recovery_s_resolution() -> None:
     """The same requests: the figure is the same, its resolution wider by the workers' clock
     uncertainty, and the detail says why; without remote workers it stays the step."""
-    from gameday.timeline import RequestRec
+    from gameday.model.timeline import RequestRec
     from gameday.verdicts.measure import client_recovery
 
     reqs = [RequestRec(i * 0.05, 0 if 1.0 <= i * 0.05 < 3.0 else 200, 0.01) for i in range(400)]
@@ -219,7 +219,7 @@ def test_remote_clock_uncertainty_widens_client_recovery_s_resolution() -> None:
 
 def test_the_load_options_are_checked_like_every_option() -> None:
     from gameday.errors import ConfigError
-    from gameday.settings import OPTION
+    from gameday.runtime.settings import OPTION
 
     assert OPTION["load-master-bind"].parse("10.0.0.5:6000", "command line") == ("10.0.0.5", 6000)
     assert OPTION["load-master-bind"].parse("10.0.0.5", "command line") == ("10.0.0.5", 5557)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gameday.topology import generated_topology
+from gameday.model.topology import generated_topology
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "suites" / "conformance"

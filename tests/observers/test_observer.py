@@ -17,6 +17,7 @@ from aiohttp import web
 
 from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import RegionInfo
+from gameday.model.timeline import Timeline
 from gameday.observers.observer import Observer
 from gameday.observers.sources import (
     HttpJsonNode,
@@ -27,7 +28,6 @@ from gameday.observers.sources import (
     Sources,
     UdpDns,
 )
-from gameday.timeline import Timeline
 
 REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.2.1")]
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gameday.model.parts import Endpoints
+from gameday.model.topology import load_topology
 from gameday.observers.reference import (
     ReferenceEndpoints,
     RunsReferenceApp,
@@ -14,9 +16,7 @@ from gameday.observers.reference import (
     reference_sources,
 )
 from gameday.observers.sources import HttpJsonNode, HttpJsonUtilisation, HttpJsonVersion, NatsVersionFeed
-from gameday.parts import Endpoints
 from gameday.targets.local import LocalTarget
-from gameday.topology import load_topology
 
 EP = Endpoints(dns_server=("127.0.0.1", 5353), fqdn="app.test.", gateway_port=8080)
 REF = ReferenceEndpoints(

@@ -86,7 +86,7 @@ def project(tmp_path: Path) -> Path:
     """An empty directory that is not a gameday checkout (nor inside one)."""
     d = tmp_path / "team-project"
     d.mkdir()
-    assert not any(p.name == "pyproject.toml" for p in d.parents if (p / "gameday" / "plugin.py").exists())
+    assert not any(p.name == "pyproject.toml" for p in d.parents if (p / "gameday" / "plugin" / "__init__.py").exists())
     return d
 
 
@@ -124,7 +124,7 @@ def test_the_wheel_carries_suites_topologies_and_types_but_no_tests(wheel: Path)
     assert f"Version: {gameday.__version__}" in text
     assert "Description-Content-Type: text/markdown" in text and "Classifier: Framework :: Pytest" in text
     entry_points = zipfile.ZipFile(wheel).read(meta.replace("METADATA", "entry_points.txt")).decode()
-    assert "gameday = gameday.cli:main" in entry_points and "gameday = gameday.plugin" in entry_points
+    assert "gameday = gameday.cli.main:main" in entry_points and "gameday = gameday.plugin" in entry_points
 
 
 def test_gameday_drill_runs_outside_a_checkout(installed: Path, project: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gameday.procs import find_processes, pid_alive
+from gameday.runtime.procs import find_processes, pid_alive
 from gameday.targets.local.federation import LocalFederation
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import types
 
 import pytest
 
-from gameday.interrupts import give_every_frame_a_line
+from gameday.runtime.interrupts import give_every_frame_a_line
 
 TEST = '''
 import sys

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from gameday.interfaces import SUPERVISOR_ROLE
+from gameday.model.timeline import ComponentObs, Timeline
 from gameday.observers.watch import InEffect, Watcher
 from gameday.reports.history import load_history
-from gameday.timeline import ComponentObs, Timeline
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gameday import settings
 from gameday.errors import ConfigError
+from gameday.runtime import settings
 
 pytestmark = pytest.mark.usefixtures("no_locust_ini")
 
@@ -67,7 +67,7 @@ def test_cli_beats_ini_beats_environment(pytester: pytest.Pytester, monkeypatch:
     [
         (["--gameday-target=docker"],
          "--gameday-target (command line): got 'docker', expected one of external, kind, kube, local, or a target "
-         "plugged in with the pytest_gameday_target_names and pytest_gameday_make_target hooks (gameday.hooks)"),
+         "plugged in with the pytest_gameday_target_names and pytest_gameday_make_target hooks (gameday.plugin.hooks)"),
         (["--gameday-target=../x"],
          "--gameday-target (command line): got '../x', expected a target name (letters, digits, '_', '-', '.')"),
         (["--gameday-error-ratio=2"],
@@ -240,7 +240,7 @@ def test_ini_paths_are_relative_to_the_ini_file(pytester: pytest.Pytester) -> No
     file whichever directory pytest runs in."""
     topo = pytester.path / "drills" / "topology.yaml"
     topo.parent.mkdir()
-    topo.write_text((Path(settings.__file__).parent.parent / "clusters" / "local.yaml").read_text())
+    topo.write_text((Path(settings.__file__).parents[2] / "clusters" / "local.yaml").read_text())
     pytester.makeini("[pytest]\naddopts = -p no:locust -p no:cacheprovider\ngameday_topology = drills/topology.yaml\n")
     sub = pytester.path / "elsewhere"
     sub.mkdir()

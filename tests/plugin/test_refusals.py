@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 import yaml
 
-from gameday import preflight
 from gameday.drill import Drill
 from gameday.errors import DrillRefused
 from gameday.faults import Ledger
 from gameday.faults.catalogue import CATALOGUE
 from gameday.interfaces import RegionInfo
-from gameday.settings import SLO, Settings
+from gameday.model import preflight
+from gameday.model.topology import load_topology
+from gameday.runtime.settings import SLO, Settings
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.local import LocalTarget
-from gameday.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
@@ -36,7 +36,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 # refusal or the dry run let anything through, the test fails on that call.
 NEVER_INJECT = """
 import pytest
-from gameday import preflight
+from gameday.model import preflight
 from gameday.drill import Drill
 from gameday.errors import DrillRefused
 
@@ -177,7 +177,7 @@ def test_a_lowered_switchover_limit_refuses_a_long_ttl_offline(tmp_path: Path) -
         raise AssertionError("the block must not run")
 
 
-# -- the pure checks (gameday.preflight) -------------------------------------------------------------
+# -- the pure checks (gameday.model.preflight) -------------------------------------------------------------
 REGIONS = [RegionInfo("a", 50, 80, ""), RegionInfo("b", 30, 30, ""), RegionInfo("c", 20, 30, "")]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gameday.procs import HAVE_PDEATHSIG, ProcRegistry, die_with_parent, find_processes, stop_orphaned
+from gameday.runtime.procs import HAVE_PDEATHSIG, ProcRegistry, die_with_parent, find_processes, stop_orphaned
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 
@@ -156,7 +156,7 @@ def _check_clean(d: Drill, rc: int, *, reverted: bool) -> None:
 # -- unit-sized: the pieces on their own (a second or two each) ---------------------------------------
 PARENT = """
 import signal, sys, threading, time
-from gameday.procs import spawn
+from gameday.runtime.procs import spawn
 def start():
     p = spawn(["sleep", "60"], death_signal=signal.SIGKILL)
     print(p.pid, flush=True)
@@ -200,7 +200,7 @@ def test_a_child_whose_parent_already_died_does_not_start() -> None:
 REGISTERS = """
 import subprocess, sys, time
 from pathlib import Path
-from gameday.procs import ProcRegistry
+from gameday.runtime.procs import ProcRegistry
 reg = ProcRegistry(Path(sys.argv[1]))
 # No death signal: what a platform without PR_SET_PDEATHSIG (or the race) leaves behind.
 p = subprocess.Popen(["sleep", "60"], start_new_session=True)
@@ -257,7 +257,7 @@ def test_a_corrupt_registry_is_reported_and_moved_aside(tmp_path: Path) -> None:
 
 SHIELDED = """
 import signal, sys, time
-from gameday.interrupts import INTERRUPTS
+from gameday.runtime.interrupts import INTERRUPTS
 INTERRUPTS.install()
 INTERRUPTS.describe = lambda: "the thing"
 try:
@@ -294,7 +294,7 @@ PLANS = """
 import sys
 from pathlib import Path
 from gameday.targets.local.plan import plan_federation
-from gameday.topology import load_topology
+from gameday.model.topology import load_topology
 topo = load_topology()
 sys.stdin.readline()  # start together
 ports = []
@@ -490,7 +490,7 @@ def test_helpers_find_a_process_by_its_environment(tmp_path: Path) -> None:
 # -- a signal is never lost: swallowed by a finalizer, it still stops the run ---------------------------
 SWALLOWING = """
 import os, signal, sys, time, weakref
-from gameday.interrupts import INTERRUPTS
+from gameday.runtime.interrupts import INTERRUPTS
 
 SIG = getattr(signal, sys.argv[1])
 
@@ -554,7 +554,7 @@ def test_a_signal_inside_a_finalizer_is_raised_right_after_it_and_refuses_every_
 
 NOTHING_TO_REVERT = """
 import signal, time
-from gameday.interrupts import INTERRUPTS
+from gameday.runtime.interrupts import INTERRUPTS
 INTERRUPTS.install()
 INTERRUPTS.describe = lambda: ""   # the session's: nothing pending, nothing shielded
 try:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import pytest
 
 from gameday.interfaces import LOAD_ROLE
+from gameday.model.timeline import ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline
 from gameday.observers.watch import InEffect, LoadBounds, Watcher, steady_state
-from gameday.timeline import ComponentObs, CpObs, DnsObs, NodeObs, RequestRec, Timeline
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 

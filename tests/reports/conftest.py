@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gameday.settings import SLO
-from gameday.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline, UtilObs
+from gameday.model.timeline import AlarmObs, CpObs, DnsObs, FaultWindow, NodeObs, RequestRec, Timeline, UtilObs
+from gameday.runtime.settings import SLO
 from gameday.verdicts.result import DrillResult
 
 NODES = ("gateway-a", "gateway-b", "gateway-c", "proxy-a", "proxy-b", "proxy-c")

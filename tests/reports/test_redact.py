@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from gameday.model.topology import load_topology
 from gameday.reports.rawdata import settings_json
 from gameday.reports.redact import MASK, redact, redact_text, secret_key
-from gameday.settings import Settings
-from gameday.topology import load_topology
+from gameday.runtime.settings import Settings
 
 
 @pytest.mark.parametrize("key", ["token", "password", "db_password", "apiKey", "api-key", "client_secret",

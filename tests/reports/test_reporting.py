@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gameday.interfaces import HasSoftware
 from gameday.reports.reporting import environment, history_rows
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.natsserver import nats_server_version
 

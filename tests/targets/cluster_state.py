@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gameday.fedapp.common import ReadyzFault
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.k8s.plan import Observed, Op
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 Key = tuple[str, str, str | None, str]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from gameday.model.topology import Topology, load_topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
-from gameday.topology import Topology, load_topology
 
 E2E_REASON = (
     "needs kind and a container engine (CI runners); this machine has neither. "

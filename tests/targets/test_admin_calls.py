@@ -12,10 +12,10 @@ import pytest
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
 from gameday.fedapp.wire import FAULT_PATH, RECONCILE_PATH, SLOW_PATH, AdminCall, drop_broadcasts, readyz_fault
+from gameday.model.topology import Topology
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.plan import K8S_ACTIONS, Hook, K8sAction, Observed
 from gameday.targets.local import faults as local
-from gameday.topology import Topology
 
 PARAMS: dict[str, dict[str, Any]] = {
     "sync_delay": {"seconds": 2.5},

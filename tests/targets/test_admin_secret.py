@@ -29,13 +29,13 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from gameday.model.topology import Topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.client import Clusters, http_request
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.plan import Op
-from gameday.topology import Topology
 
 from .apiserver import ApiServer
 

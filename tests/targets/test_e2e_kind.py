@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from gameday.model.topology import load_topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s.kind import KindTarget
-from gameday.topology import load_topology
 
 pytestmark = pytest.mark.e2e_kind
 

@@ -14,10 +14,10 @@ import jsonschema  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s import objects as o
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 SCHEMA = json.loads((k8s_files.KIND_DIR / "schema-v1alpha4.json").read_text(encoding="utf-8"))
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from gameday.errors import TargetError
+from gameday.model.topology import Topology
 from gameday.targets.k8s import kind
 from gameday.targets.k8s.kind import ClusterPool, KindTarget
-from gameday.topology import Topology
 
 
 def _worker(pool_file: str, log: str, hold: float, queue: multiprocessing.Queue,  # type: ignore[type-arg]

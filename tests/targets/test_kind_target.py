@@ -15,14 +15,14 @@ import yaml
 
 from gameday.errors import TargetError
 from gameday.interfaces import Target
-from gameday.session import SessionState, make_target
-from gameday.settings import Settings
+from gameday.model.topology import Topology, load_topology
+from gameday.plugin.session import SessionState, make_target
+from gameday.runtime.settings import Settings
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import kind
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.kind import CommandRunner, KindTarget
 from gameday.targets.k8s.kube import KubeTarget
-from gameday.topology import Topology, load_topology
 
 
 def test_create_argv(tmp_path: Path) -> None:

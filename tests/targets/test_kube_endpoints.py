@@ -27,11 +27,11 @@ from gameday.fedapp.proxy import Proxy
 from gameday.fedapp.skeleton import HttpComponent
 from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import Reconcilable
+from gameday.model.topology import Topology, load_topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.plan import K8S_ACTIONS
-from gameday.topology import Topology, load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 ADDRESSES = {"global": "10.0.0.1", "a": "10.0.1.1", "b": "10.0.2.1", "c": "10.0.3.1"}

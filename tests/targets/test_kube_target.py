@@ -17,13 +17,13 @@ import pytest
 from gameday.errors import ConfigError, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.interfaces import Target
+from gameday.model.topology import Topology, parse_topology
 from gameday.restore import attach_target
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s import plan
 from gameday.targets.k8s.client import pick_node_address
 from gameday.targets.k8s.kind import KindTarget
 from gameday.targets.k8s.kube import KubeTarget
-from gameday.topology import Topology, parse_topology
 
 from .test_plans import CASES, PARAMS
 

@@ -20,12 +20,12 @@ from gameday.errors import ConfigError
 from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
 from gameday.fedapp.spec import FederationSpec
 from gameday.interfaces import RegionInfo
-from gameday.release import check_release_order
+from gameday.model.release import check_release_order
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.fedapp_spec import app_topology
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s import manifests
 from gameday.targets.k8s import objects as o
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 Rendered = dict[str, list[dict[str, Any]]]
 VERSIONS = [o.SCHEMA_VERSION, "1.37.0"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gameday.interfaces import HasManifests
-from gameday.resources import clusters_dir
+from gameday.runtime.resources import clusters_dir
 from gameday.targets.external import ExternalTarget
 from gameday.targets.k8s.kind import KindTarget
 from gameday.targets.k8s.kube import KubeTarget

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gameday.model.topology import load_topology
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.readiness import _not_ready
-from gameday.topology import load_topology
 
 pytestmark = pytest.mark.slow
 

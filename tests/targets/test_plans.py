@@ -14,9 +14,9 @@ import pytest
 
 from gameday.errors import ConfigError, FaultError, TargetError
 from gameday.faults.catalogue import CATALOGUE
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.k8s import manifests, plan
 from gameday.targets.k8s import objects as o
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 from .cluster_state import ClusterState
 from .test_manifests import _admits

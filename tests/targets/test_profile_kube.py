@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 from kubernetes import client as k8s
 
 from gameday.errors import ConfigError, FaultError
-from gameday.profile import LoadedProfile, load_profile, parse_profile
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets import registry
 from gameday.targets.k8s import profile_plan as pp
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
+from gameday.targets.profile import LoadedProfile, load_profile, parse_profile
 
 from .apiserver import ApiServer, merge_patch
 

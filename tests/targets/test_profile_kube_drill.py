@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gameday.model.topology import load_topology
 from gameday.targets.local.federation import LocalFederation
-from gameday.topology import load_topology
 from tests.external.conftest import reference_profile, write_profile
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gameday.model.topology import load_topology
 from gameday.targets.k8s import files as k8s_files
-from gameday.topology import load_topology
 
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 PROBE = """

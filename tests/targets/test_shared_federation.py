@@ -16,21 +16,21 @@ from typing import Any
 import pytest
 
 from gameday.drill import Drill
-from gameday.drill_lock import lock_path
 from gameday.errors import DrillLockTimeout
 from gameday.faults import Ledger
 from gameday.interfaces import SharedFederation
-from gameday.interrupts import Interrupts
-from gameday.profile import load_profile
-from gameday.session import _ShieldedTarget
-from gameday.settings import Settings
+from gameday.model.topology import Topology, load_topology
+from gameday.plugin.session import _ShieldedTarget
+from gameday.runtime.drill_lock import lock_path
+from gameday.runtime.interrupts import Interrupts
+from gameday.runtime.settings import Settings
 from gameday.targets.external import ExternalTarget
 from gameday.targets.k8s import files as k8s_files
 from gameday.targets.k8s.kind import KindTarget
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.targets.local import LocalTarget
-from gameday.topology import Topology, load_topology
+from gameday.targets.profile import load_profile
 
 from ..lock_holder import LockHolder
 from .test_profile_kube import PROFILE

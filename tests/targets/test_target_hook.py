@@ -27,13 +27,13 @@ import pytest
 from gameday.drill import Drill
 from gameday.errors import ConfigError, TargetError
 from gameday.faults import FAULTS, Fault, Ledger, Param
+from gameday.model.topology import load_topology
 from gameday.restore import attach_target
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets import registry
 from gameday.targets.k8s.plan import K8S_ACTIONS
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.faults import LOCAL_ACTIONS
-from gameday.topology import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"

@@ -74,7 +74,7 @@ def test_actionlint_fails_a_broken_workflow(tmp_path: Path, shellcheck: Path) ->
 
 def test_the_scaffolded_workflow_passes_actionlint(tmp_path: Path, shellcheck: Path) -> None:
     """``gameday init --ci github`` writes a workflow into the user's project: it lints clean too."""
-    from gameday.scaffold import init
+    from gameday.cli.scaffold import init
 
     init(tmp_path, ci="github", say=lambda line: None)
     lint = actionlint(tmp_path / ".github" / "workflows" / "gameday.yml", shellcheck=shellcheck)
@@ -154,7 +154,7 @@ def test_a_restore_step_without_always_is_found() -> None:
 def test_nightly_creates_every_cluster_of_the_kind_topology() -> None:
     """The clusters the workflow creates and deletes are exactly the kind configs under
     clusters/kind/ (one per region plus global): a region added there is drilled too."""
-    from gameday.topology import load_topology
+    from gameday.model.topology import load_topology
 
     topo = load_topology(ROOT / "clusters" / "kind" / "topology.yaml")
     clusters = ["global", *(r.name for r in topo.regions)]  # the kind target's: the global tier's, then one a region

@@ -25,9 +25,9 @@ from kubernetes.config.config_exception import ConfigException
 from kubernetes.stream import portforward
 
 from gameday.errors import ConfigError, TargetError, TargetUnreachable
+from gameday.model.topology import Topology
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.plan import Op
-from gameday.topology import Topology
 
 FIELD_MANAGER = "gameday"
 APPLY_PATCH = "application/apply-patch+yaml"

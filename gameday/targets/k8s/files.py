@@ -13,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from gameday.resources import clusters_dir
+from gameday.model.topology import GLOBAL_CLUSTER, Topology, load_topology
+from gameday.runtime.resources import clusters_dir
 from gameday.targets.k8s.manifests import render_all
 from gameday.targets.k8s.objects import (
     KIND_NODE_IMAGE,
@@ -23,7 +24,6 @@ from gameday.targets.k8s.objects import (
     ZONE_KEY,
     Obj,
 )
-from gameday.topology import GLOBAL_CLUSTER, Topology, load_topology
 
 # -- kind cluster configs ------------------------------------------------------------------------
 KIND_API_VERSION = "kind.x-k8s.io/v1alpha4"

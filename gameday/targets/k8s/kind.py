@@ -36,16 +36,16 @@ from filelock import FileLock
 
 from gameday.errors import ConfigError, TargetError
 from gameday.interfaces import Endpoints, RegionInfo
+from gameday.model.topology import Topology
 from gameday.observers.reference import ReferenceEndpoints
 from gameday.observers.sources import Sources
-from gameday.profile import load_profile
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
-from gameday.topology import Topology
+from gameday.targets.profile import load_profile
 from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)

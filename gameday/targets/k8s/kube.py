@@ -35,6 +35,7 @@ from typing import Any, Self, TextIO
 from gameday.errors import FaultError, GamedayError, TargetError, TargetUnreachable, TransientError
 from gameday.fedapp.wire import broadcast_subject
 from gameday.interfaces import Endpoints, RegionInfo
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.observers.reference import (
     DETAIL_FIELD,
     EVENT_FIELD,
@@ -43,7 +44,7 @@ from gameday.observers.reference import (
     reference_sources,
 )
 from gameday.observers.sources import LineFeedAlarms, Sources
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets.admin_token import new_admin_token
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
@@ -59,7 +60,6 @@ from gameday.targets.k8s.client import (
 )
 from gameday.targets.k8s.plan import Op
 from gameday.targets.k8s.profiled import ProfileKubeTarget
-from gameday.topology import GLOBAL_CLUSTER, Topology
 from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The cross-machine drill lock, planned as data: a ``coordination.k8s.io/v1`` Lease.
 
-:mod:`gameday.drill_lock` serialises the drills of one machine (a file lock). Engineers'
+:mod:`gameday.runtime.drill_lock` serialises the drills of one machine (a file lock). Engineers'
 runs on *several* machines against the same kube contexts need the lock kept with the
 federation itself: one Lease, :data:`LEASE_NAME`, in the federation's namespace of the
 ``global`` cluster, taken the way Kubernetes leader election takes one:

@@ -59,7 +59,8 @@ from dataclasses import dataclass
 from gameday.errors import ConfigError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec
 from gameday.interfaces import RegionInfo
-from gameday.release import plan_release
+from gameday.model.release import plan_release
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.fedapp_spec import app_topology
 from gameday.targets.k8s.objects import (
     AGENT_PORT,
@@ -96,7 +97,6 @@ from gameday.targets.k8s.objects import (
     selector,
     spread,
 )
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def release_order(topology: Topology) -> list[str]:
     """The order clusters are deployed and upgraded in (R12: region by region).
 
     The global tier first (agents need the bus and the control plane), then the regions in
-    :func:`gameday.release.plan_release` order (standby first, the primary last); each
+    :func:`gameday.model.release.plan_release` order (standby first, the primary last); each
     cluster is verified before the next.
     """
     infos = [RegionInfo(r.name, r.weight, r.capacity, "") for r in topology.regions]

@@ -12,7 +12,7 @@ from typing import Any
 
 from gameday.fedapp.common import ADMIN_TOKEN_ENV as _FEDAPP_ADMIN_TOKEN_ENV
 from gameday.fedapp.skeleton import ADMIN_LISTEN_ENV
-from gameday.topology import Topology
+from gameday.model.topology import Topology
 from gameday.version import __version__
 
 Obj = dict[str, Any]

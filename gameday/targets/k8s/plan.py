@@ -41,10 +41,10 @@ from gameday.fedapp.wire import (
     readyz_fault,
     reconcile,
 )
-from gameday.tables import Table
+from gameday.model.tables import Table
+from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
-from gameday.topology import GLOBAL_CLUSTER, Topology
 
 LABEL_FAULT = "gameday.dev/fault"
 

@@ -1,6 +1,6 @@
 """A team's own faults on its own clusters, from a federation profile: pure plans with exact inverses.
 
-The ``kubernetes:`` section of a profile (:class:`gameday.profile.KubernetesSpec`) declares
+The ``kubernetes:`` section of a profile (:class:`gameday.targets.profile.KubernetesSpec`) declares
 each fault as one of three Kubernetes operations; each is planned here as a list of
 :class:`~gameday.targets.k8s.plan.Op` (no I/O), with its inverse computed from what was
 read just before the injection:
@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gameday.errors import ConfigError, FaultError
-from gameday.profile import IsolateNamespace, KubernetesFault, PatchSelector, Profile, ScaleToZero
+from gameday.runtime.userinput import shown
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.plan import LABEL_FAULT, Op
-from gameday.userinput import shown
+from gameday.targets.profile import IsolateNamespace, KubernetesFault, PatchSelector, Profile, ScaleToZero
 
 REVERT_KEY = "k8s_revert"
 """Params key of the recorded revert plan (JSON ops) in the ledger entry."""

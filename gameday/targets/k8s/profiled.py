@@ -25,8 +25,7 @@ from gameday.errors import ConfigError, FaultError, GamedayError, TargetError
 from gameday.faults import FAULTS, Fault
 from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.sources import Sources
-from gameday.profile import IsolateNamespace, LoadedProfile, PatchSelector, ScaleToZero, load_profile
-from gameday.settings import Settings
+from gameday.runtime.settings import Settings
 from gameday.targets.external import ExternalTarget
 from gameday.targets.k8s import plan
 from gameday.targets.k8s import profile_plan as pp
@@ -39,6 +38,7 @@ from gameday.targets.k8s.client import (
     probe_api_server,
 )
 from gameday.targets.k8s.plan import Op
+from gameday.targets.profile import IsolateNamespace, LoadedProfile, PatchSelector, ScaleToZero, load_profile
 from gameday.verdicts.predict import StatedTiming
 
 log = logging.getLogger(__name__)

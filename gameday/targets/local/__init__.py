@@ -16,15 +16,15 @@ from gameday.faults.model import FaultCall
 from gameday.fedapp import wire
 from gameday.fedapp.wire import broadcast_subject
 from gameday.interfaces import SUPERVISOR_ROLE, ComponentState, Endpoints, RegionInfo
+from gameday.model.release import plan_release
+from gameday.model.topology import Topology
 from gameday.observers.reference import ReferenceEndpoints, log_file_alarms, reference_sources
 from gameday.observers.sources import Sources
-from gameday.release import plan_release
-from gameday.resources import clusters_dir
-from gameday.settings import Settings
+from gameday.runtime.resources import clusters_dir
+from gameday.runtime.settings import Settings
 from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.targets.local.natsserver import nats_server_version
-from gameday.topology import Topology
 from gameday.verdicts.predict import StatedTiming, from_topology
 
 READY_TIMEOUT = 30.0

@@ -34,7 +34,7 @@ from gameday.fedapp.wire import (
     readyz_fault,
     reconcile,
 )
-from gameday.tables import Table
+from gameday.model.tables import Table
 from gameday.targets.local.federation import LocalFederation
 
 LocalAction = Action[LocalFederation]

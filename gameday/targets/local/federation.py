@@ -9,7 +9,7 @@
 Every component is its own OS process (see :mod:`gameday.targets.local.launcher`), in its own
 session, so terminal signals reach only the harness, which decides when they stop. The
 processes die with the process that started the federation, even under ``kill -9``
-(:mod:`gameday.procs`): nothing outlives its runner. ``state.json`` records every pid
+(:mod:`gameday.runtime.procs`): nothing outlives its runner. ``state.json`` records every pid
 (with its start time), so :meth:`LocalFederation.attach` finds whatever is left where the
 OS cannot tie a child to its parent.
 
@@ -45,14 +45,14 @@ import httpx
 from gameday.errors import ComponentFailed, FaultError, GamedayError, TargetError
 from gameday.fedapp import wire
 from gameday.fedapp.spec import Endpoint, FederationSpec
-from gameday.interrupts import INTERRUPTS
-from gameday.procs import pid_alive, spawn, starttime
-from gameday.statefile import CorruptFile, read_json_object, write_json_atomic
+from gameday.model.topology import Topology
+from gameday.runtime.interrupts import INTERRUPTS
+from gameday.runtime.procs import pid_alive, spawn, starttime
+from gameday.runtime.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.targets.admin_token import ADMIN_TOKEN_ENV, AdminAuth, issue_admin_token
 from gameday.targets.local.launcher import LauncherClient
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation, release_ports
-from gameday.topology import Topology
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from gameday.procs import die_with_parent
+from gameday.runtime.procs import die_with_parent
 
 CHILD_STOP_GRACE = 3.0
 """Seconds the launcher gives its children to exit on SIGTERM before SIGKILL."""

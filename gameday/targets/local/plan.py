@@ -1,6 +1,6 @@
 """Turn a topology into a :class:`FederationSpec`: pick addresses and free ports.
 
-Ports come from :mod:`gameday.ports`, which reserves each pick across processes (two
+Ports come from :mod:`gameday.runtime.ports`, which reserves each pick across processes (two
 drills from one checkout, two xdist workers), so two federations never plan the same one.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 from gameday.errors import TargetError
 from gameday.fedapp.spec import Endpoint, FederationSpec, InstanceSpec, RegionSpec, region_address
-from gameday.ports import PortPicker, picking, port_free, release
+from gameday.model.topology import Topology
+from gameday.runtime.ports import PortPicker, picking, port_free, release
 from gameday.targets.fedapp_spec import app_topology
-from gameday.topology import Topology
 
 GLOBAL_HOST = "127.0.0.1"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gameday.timeline import FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.model.timeline import FaultWindow, NodeObs, RequestRec, Timeline
 
 
 def recent_error_ratio(requests: Sequence[RequestRec], now: float, window: float = 1.0) -> tuple[float, int]:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gameday.parts import RegionInfo
+from gameday.model.parts import RegionInfo
 
 
 def plan_release(regions: Sequence[RegionInfo], primary: str) -> list[str]:

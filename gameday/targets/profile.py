@@ -8,7 +8,7 @@ sources of the control-plane version and of stale-snapshot alarms, and every fau
 command with its exact inverse. The README section "Drill your own federation" has a
 complete, commented example.
 
-A profile is YAML read defensively (:mod:`gameday.userinput`: bounded size, UTF-8, one
+A profile is YAML read defensively (:mod:`gameday.runtime.userinput`: bounded size, UTF-8, one
 document, no duplicate keys, no alias bombs) and validated into frozen pydantic models.
 Numbers are strict (``true`` is not 1) and finite. Every error names the file, the field,
 the value (shortened) and what was expected::
@@ -44,8 +44,7 @@ from pydantic import (
 
 from gameday.errors import ConfigError
 from gameday.faults.catalogue import CATALOGUE
-from gameday.observers.kinds import LENIENT, NonEmpty, Role, SourceChoice, StrictModel, choose, http_url
-from gameday.topology import (
+from gameday.model.topology import (
     _LABEL,
     _ZONE,
     MAX_DNS_TTL,
@@ -56,7 +55,8 @@ from gameday.topology import (
     _loc,
     format_validation_error,
 )
-from gameday.userinput import load_yaml, read_text_file, shown
+from gameday.observers.kinds import LENIENT, NonEmpty, Role, SourceChoice, StrictModel, choose, http_url
+from gameday.runtime.userinput import load_yaml, read_text_file, shown
 
 EXAMPLE = "README.md, section 'Drill your own federation'"
 """Where an "unknown field" message points."""

@@ -13,7 +13,7 @@ Ctrl-C. Two things are new:
 * **Every later signal only reports**: "still reverting: <what>" on stderr (or, when
   nothing is being reverted, that the run is stopping). The revert and the teardown then
   always finish; ``kill -9`` stays the way out, and is safe, since every process of the
-  run dies with it (:mod:`gameday.procs`).
+  run dies with it (:mod:`gameday.runtime.procs`).
 * **A signal is never lost.** The :class:`KeyboardInterrupt` can be swallowed: raised
   while a finalizer (``__del__``) runs, Python prints "Exception ignored in ..." and goes
   on. So a signal that arrives inside a ``__del__`` is not raised there but delivered

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gameday.errors import ConfigError
-from gameday.resources import clusters_dir
+from gameday.runtime.resources import clusters_dir
 from gameday.version import __version__
 
 CI_CHOICES = ("github",)
@@ -30,7 +30,7 @@ CI_CHOICES = ("github",)
 _TOPOLOGY_HEADER = """\
 # The federation this project's game days run on: edit regions, weights, capacities and
 # timings here. It starts as gameday's default (the embedded `local` target, three regions).
-# Every field is documented in gameday.topology; units are seconds and requests/s.
+# Every field is documented in gameday.model.topology; units are seconds and requests/s.
 # Validate it with: gameday up --topology drills/topology.yaml --seconds 0
 """
 

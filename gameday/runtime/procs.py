@@ -87,7 +87,7 @@ def preexec_dies_with_parent(sig: int) -> Callable[[], None] | None:
 
 RUN_DIR_ENV = "GAMEDAY_RUN_DIR"
 """Set by ``gameday drill`` for its pytest: the run directory it created (JUnit and Allure
-output go there too); ``gameday.session.prepare`` uses it instead of naming its own."""
+output go there too); ``gameday.plugin.session.prepare`` uses it instead of naming its own."""
 
 
 def run_token() -> str:

@@ -1,7 +1,7 @@
 """The federation topology: what regions exist, their weights, capacities and timings.
 
 A topology is a YAML file (``clusters/local.yaml`` is the default), read defensively
-(:mod:`gameday.userinput`: bounded size, UTF-8, one document, no duplicate keys, no
+(:mod:`gameday.runtime.userinput`: bounded size, UTF-8, one document, no duplicate keys, no
 alias bombs) and validated into frozen pydantic models. Numbers are strict (``true`` is
 not 1) and finite; a topology has at least 2 regions of at least 2 instances, a
 heartbeat faster than the region timeout and a DNS TTL of at most :data:`MAX_DNS_TTL`.
@@ -24,8 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.fields import FieldInfo
 
 from gameday.errors import ConfigError
-from gameday.resources import clusters_dir
-from gameday.userinput import load_yaml, read_text_file, shown
+from gameday.runtime.resources import clusters_dir
+from gameday.runtime.userinput import load_yaml, read_text_file, shown
 
 #: Key of the global tier's cluster in :attr:`Topology.contexts` (not a region name).
 GLOBAL_CLUSTER = "global"
@@ -493,7 +493,7 @@ def generated_topology(regions: int, *, layout: Layout | None = None, base: Topo
 def load_topology(path: str | Path | None = None) -> Topology:
     """Load and validate a topology YAML file (the default one if *path* is None).
 
-    The file is read defensively (:mod:`gameday.userinput`): at most 1 MiB of UTF-8, one
+    The file is read defensively (:mod:`gameday.runtime.userinput`): at most 1 MiB of UTF-8, one
     YAML document without duplicate keys, deep nesting or alias bombs.
 
     Raises:

@@ -10,7 +10,7 @@ state before its outermost fault until that fault's restore is done, so faults o
 federation never overlap.
 
 The lock is ``flock(2)`` on ``<state dir>/drill-locks/<key>.lock`` (the state dir of
-:func:`gameday.statefile.state_dir`). flock and not a pid file, nor ``fcntl`` record locks:
+:func:`gameday.runtime.statefile.state_dir`). flock and not a pid file, nor ``fcntl`` record locks:
 
 * the lock belongs to the open file, so it **dies with its holder**: a holder killed with
   ``kill -9``, or crashing, frees it at once (the kernel closes its files). A stale lock
@@ -56,8 +56,8 @@ from pathlib import Path
 from typing import Self
 
 from gameday.errors import DrillLockError, DrillLockTimeout
-from gameday.settings import Settings
-from gameday.statefile import state_dir
+from gameday.runtime.settings import Settings
+from gameday.runtime.statefile import state_dir
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ WAIT_REPORT_INTERVAL = 0.5
 
 DEFAULT_TIMEOUT: float = Settings.drill_lock_timeout
 """Seconds to wait for the lock by default: ``--gameday-drill-lock-timeout``'s (15 min, why
-in :attr:`gameday.settings.Settings.drill_lock_timeout`)."""
+in :attr:`gameday.runtime.settings.Settings.drill_lock_timeout`)."""
 
 LOCKS_DIR = "drill-locks"
 """The lock files' directory under the state dir."""

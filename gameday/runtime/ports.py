@@ -24,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from gameday.errors import TargetError
-from gameday.procs import pid_alive, starttime
+from gameday.runtime.procs import pid_alive, starttime
 
 LOOPBACK = "127.0.0.1"
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
 from gameday.errors import ConfigError
-from gameday.userinput import shown
+from gameday.runtime.userinput import shown
 
 T = TypeVar("T")
 

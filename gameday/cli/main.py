@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from gameday import __version__, settings
+from gameday import __version__
 from gameday.errors import GamedayError
-from gameday.interrupts import ACK_ENV, HANDLED, READY, ledger_pending, signal_name
-from gameday.procs import RUN_DIR_ENV, run_token, spawn
+from gameday.runtime import settings
+from gameday.runtime.interrupts import ACK_ENV, HANDLED, READY, ledger_pending, signal_name
+from gameday.runtime.procs import RUN_DIR_ENV, run_token, spawn
 
 DEFAULT_REPORTS = Path("reports")
 
@@ -45,8 +46,8 @@ wrapper forwards it (a signal to the whole process group reaches pytest by itsel
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
+    from gameday.model.topology import load_topology  # noqa: PLC0415
     from gameday.targets.local.federation import LocalFederation  # noqa: PLC0415
-    from gameday.topology import load_topology  # noqa: PLC0415
 
     topology = load_topology(args.topology)
     workdir = Path(args.workdir) if args.workdir else DEFAULT_REPORTS / ".gameday" / "up"
@@ -82,7 +83,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
 def _headline_test() -> Path:
     """The suite's headline drill; `gameday drill` runs exactly that test through pytest.
     It ships with gameday (``gameday.suites``), so this works in any directory."""
-    from gameday.resources import suites_dir  # noqa: PLC0415
+    from gameday.runtime.resources import suites_dir  # noqa: PLC0415
 
     test = suites_dir() / "gameday" / "test_gateway_outage.py"
     if not test.is_file():
@@ -175,7 +176,7 @@ class _Supervisor:
 
     A signal to the whole process group (the terminal's Ctrl-C, ``kill -TERM -PGID``)
     reaches pytest by itself; one sent to this process alone does not. pytest appends
-    each signal it receives to *ack_path* (:data:`gameday.interrupts.ACK_ENV`); a signal
+    each signal it receives to *ack_path* (:data:`gameday.runtime.interrupts.ACK_ENV`); a signal
     pytest did not acknowledge within :data:`ACK_GRACE` is forwarded.
     """
 
@@ -375,7 +376,7 @@ def _cmd_down(args: argparse.Namespace) -> int:
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
-    from gameday.scaffold import init  # noqa: PLC0415
+    from gameday.cli.scaffold import init  # noqa: PLC0415
 
     init(Path(args.dir), force=args.force, ci=args.ci)
     return 0

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gameday.errors import ConfigError, DrillRefused
-from gameday.parts import RegionInfo
-from gameday.settings import SLO
-from gameday.topology import Timing
+from gameday.model.parts import RegionInfo
+from gameday.model.topology import Timing
+from gameday.runtime.settings import SLO
 
 
 def check_capacity(regions: Sequence[RegionInfo], out: Sequence[str], *, offered: float, margin: float,
@@ -82,7 +82,7 @@ def check_verdict_timings(timing: Timing | None, slo: SLO, *, offered: float, wh
 
     Checked elsewhere: detection + DNS TTL against the switchover limit (:func:`check_clients_can_move`,
     per drill), ``heartbeat_interval`` < ``region_timeout`` and ``stale_after`` >
-    ``heartbeat_interval`` (the topology model), the TTL's cap (:data:`gameday.topology.MAX_DNS_TTL`).
+    ``heartbeat_interval`` (the topology model), the TTL's cap (:data:`gameday.model.topology.MAX_DNS_TTL`).
 
     Args:
         timing: the timings of a federation gameday runs; None for a profile's federation,

@@ -31,8 +31,8 @@ import pytest
 
 if TYPE_CHECKING:
     from gameday.interfaces import Target
-    from gameday.settings import Settings
-    from gameday.topology import Topology
+    from gameday.model.topology import Topology
+    from gameday.runtime.settings import Settings
 
 
 @pytest.hookspec(firstresult=True)

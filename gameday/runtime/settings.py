@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gameday.errors import ConfigError
-from gameday.userinput import shown
+from gameday.runtime.userinput import shown
 
 TARGET_HELP = ("a target plugged in with the pytest_gameday_target_names and pytest_gameday_make_target "
-               "hooks (gameday.hooks)")
+               "hooks (gameday.plugin.hooks)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +103,7 @@ class Settings:
     run_destructive: bool = True
     drill_lock_timeout: float = 900.0
     """Seconds a drill on a shared federation waits for another process's drill to finish
-    (:mod:`gameday.drill_lock`) before it fails, nothing injected. 15 min: a drill on kind or
+    (:mod:`gameday.runtime.drill_lock`) before it fails, nothing injected. 15 min: a drill on kind or
     staging takes minutes, so a few others' can finish; one held longer is stuck."""
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)

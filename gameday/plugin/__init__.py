@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from gameday import session as gsession
 from gameday.errors import ConfigError
-from gameday.interrupts import give_every_frame_a_line
-from gameday.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
+from gameday.plugin import reporting as greporting
+from gameday.plugin import session as gsession
+from gameday.runtime.interrupts import give_every_frame_a_line
+from gameday.runtime.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
 # plugin, so shipped rule checks can be selected into a team's own test modules.
@@ -28,7 +29,7 @@ STATE_KEY = gsession.STATE_KEY
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from gameday import hooks  # noqa: PLC0415  (pytest's way: specs are added as the plugin registers)
+    from gameday.plugin import hooks  # noqa: PLC0415  (pytest's way: specs are added as the plugin registers)
 
     pluginmanager.add_hookspecs(hooks)
 
@@ -158,7 +159,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     a usage error before any federation starts, not an error in the middle of a session."""
     for item in items:
         gsession.GamedayMarker.of(item)
-    gsession.label_items(config, items)  # Allure labels (epic/feature/story, severity, history id)
+    greporting.label_items(config, items)  # Allure labels (epic/feature/story, severity, history id)
 
 
 def _then_write_reports(item: pytest.Item) -> Generator[None, object, object]:
@@ -167,15 +168,15 @@ def _then_write_reports(item: pytest.Item) -> Generator[None, object, object]:
     except KeyboardInterrupt:  # stopping: no seconds of drawing first
         raise
     except BaseException:  # a failed test (or a skip/fail outcome): its drills are reported too
-        gsession.after_phase(item)
+        greporting.after_phase(item)
         raise
-    gsession.after_phase(item)
+    greporting.after_phase(item)
     return result
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
-    """After the test body: its drills' plots and attachments (see :func:`gameday.session.after_phase`)."""
+    """After the test body: its drills' plots and attachments (see :func:`gameday.plugin.reporting.after_phase`)."""
     return (yield from _then_write_reports(item))
 
 
@@ -190,7 +191,7 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    gsession.annotate_report(item, report)
+    greporting.annotate_report(item, report)
     return report
 
 
@@ -234,7 +235,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    gsession.terminal_summary(terminalreporter, config.stash[STATE_KEY])
+    greporting.terminal_summary(terminalreporter, config.stash[STATE_KEY])
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -257,7 +258,7 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
     One per pytest-xdist worker (local: each on its own free ports). Where the workers
     share one (kind's clusters, a staging context, a profile's federation: a
     :class:`gameday.interfaces.SharedFederation`), their drills take turns on the
-    drill lock (:mod:`gameday.drill_lock`). Yields a :class:`gameday.interfaces.Target`.
+    drill lock (:mod:`gameday.runtime.drill_lock`). Yields a :class:`gameday.interfaces.Target`.
     """
     state = pytestconfig.stash[STATE_KEY]
     with gsession.federation(pytestconfig, state) as target:
@@ -266,7 +267,7 @@ def federation(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFac
 
 @pytest.fixture(scope="session")
 def topology(pytestconfig: pytest.Config) -> Any:
-    """The validated :class:`gameday.topology.Topology` the session runs on."""
+    """The validated :class:`gameday.model.topology.Topology` the session runs on."""
     return pytestconfig.stash[STATE_KEY].topology
 
 

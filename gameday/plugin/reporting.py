@@ -1,0 +1,314 @@
+"""The session's reporting half: what the drills recorded, written out and shown.
+
+- when a test's call ends (:func:`after_phase`): each drill's timeline plot, raw timeline,
+  the settings, the rounds plot and the Allure attachments, with the verdicts it asserted;
+- on each test report (:func:`annotate_report`): the drill figures, conformance rule ids and
+  the verdicts that were not applicable, as user properties (they travel through xdist), and
+  a test whose every verdict was not applicable reported skipped;
+- at the end (:func:`terminal_summary`): the verdict and conformance tables, the history
+  appended, the regression lines, what a signal interrupted, and ``run.json``.
+
+It reads the session's state (:class:`gameday.plugin.session.SessionState`) and the stash
+keys the session fills, so it sits beside the session in the plugin, not in
+:mod:`gameday.reports`: that package is below the drill (which writes its Allure steps), and
+a reports module reading the session would close the circle plugin -> drill -> reports ->
+plugin. The formats themselves (tables, plots, history rows, Allure files) are
+:mod:`gameday.reports`'.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from gameday.load.runner import LoadRunner
+from gameday.plugin.session import (
+    DRILLS_KEY,
+    PENDING_KEY,
+    REGRESSION_KEY,
+    RESULTS_KEY,
+    STATE_KEY,
+    SessionState,
+    history_path,
+    safe_nodeid,
+)
+from gameday.reports import allure_attach, plots, rawdata, reporting, table
+from gameday.reports.history import append_history
+from gameday.runtime.interrupts import ledger_pending, signal_name
+from gameday.verdicts.result import DrillResult
+
+log = logging.getLogger(__name__)
+
+
+def write_drill_reports(config: pytest.Config, state: SessionState, node: pytest.Item) -> None:
+    """When the test's call ends (its verdicts folded in): each drill's timeline plot, raw
+    timeline, the settings, the rounds plot, and the Allure attachments of the test."""
+    for res, summary, index, runner in node.stash.get(PENDING_KEY, []):
+        _write_drill_report(config, state, node, res, summary=summary, index=index, runner=runner)
+    node.stash[PENDING_KEY] = []
+
+
+def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
+                        summary: dict[str, Any], index: int, runner: LoadRunner | None) -> None:
+    out_dir = state.run_dir / "drills" / safe_nodeid(node.nodeid)
+    base = node.nodeid.split("[")[0]
+    files = {"figures": out_dir / f"figures-{index}.json", "timeline_png": out_dir / f"timeline-{index}.png",
+             "timeline_csv": out_dir / f"timeline-{index}.csv", "timeline_json": out_dir / f"timeline-{index}.json",
+             "settings": state.run_dir / "settings.json"}
+    try:
+        files["timeline_png"].write_bytes(plots.timeline_png(plots.timeline_series(res)))
+    except (ValueError, RuntimeError, OSError) as exc:
+        # Not raised: it would replace the test's own outcome (a verdict, a casualty) with a
+        # plotting error. The summary says what is missing.
+        log.exception("could not draw the timeline of %s", node.nodeid)
+        summary["report_errors"] = [f"timeline plot: {exc!r}"]
+    files["timeline_csv"].write_text(rawdata.timeline_csv(res))
+    files["timeline_json"].write_text(rawdata.timeline_json(res))
+    if not files["settings"].exists():
+        files["settings"].parent.mkdir(parents=True, exist_ok=True)
+        model = state.profile.profile if state.profile is not None else state.topology
+        where = state.profile.path if state.profile is not None else state.settings.topology
+        files["settings"].write_text(rawdata.settings_json(state.settings, model, where))
+    if runner is not None:
+        files["locust_stats"] = runner.stats_csv
+    files["figures"].write_text(json.dumps(summary, indent=2, default=str))  # now with its verdicts
+    if state.settings.rounds > 1 and len(state.round_switchovers.get(base, [])) > 1:
+        files["rounds_png"] = out_dir / f"rounds-{index}.png"
+        files["rounds_png"].write_bytes(plots.rounds_png(base.split("::")[-1], state.round_switchovers[base],
+                                                         state.settings.slo.switchover_limit))
+    allure_attach.attach_drill(config, summary, table.drill_rows([summary]), files=files,
+                               context=reporting.context(state.settings, state.profile))
+
+
+def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Allure labels (epic/feature/story, severity) for drills and conformance checks."""
+    allure_attach.label_items(config, items)
+
+
+def after_phase(item: pytest.Item) -> None:
+    """When the test's call (or teardown) has run: its drills' plots, raw data and Allure
+    attachments, with the verdicts it asserted folded in.
+
+    Here, in ``pytest_runtest_call``/``pytest_runtest_teardown`` (:mod:`gameday.plugin`), not in
+    ``pytest_runtest_makereport``: drawing takes seconds, and a Ctrl-C arriving then must stop
+    the run as one in the test does. Raised inside makereport it went through allure-pytest's
+    old-style makereport wrapper, which pluggy reports as a PluggyTeardownRaisedWarning."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is None or not item.stash.get(PENDING_KEY, None):
+        return
+    fold_verdicts(item)
+    write_drill_reports(item.config, state, item)
+
+
+def fold_verdicts(item: pytest.Item) -> None:
+    """Put the verdicts each drill of *item* asserted into its summary."""
+    summaries: list[dict[str, Any]] = item.stash.get(DRILLS_KEY, [])
+    results: list[DrillResult] = item.stash.get(RESULTS_KEY, [])
+    for summary, res in zip(summaries, results, strict=False):
+        summary["verdicts"] = [v.as_dict() for v in res.verdicts]
+
+
+def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Attach drill figures and conformance rule ids to the report (travels through xdist).
+    Cheap bookkeeping only (see :func:`after_phase`)."""
+    if report.when == "call":
+        judge_not_applicable(item, report)
+    if report.when == "teardown":
+        state = item.config.stash.get(STATE_KEY, None)
+        regression = item.stash.get(REGRESSION_KEY, None)
+        if regression is not None:
+            allure_attach.regression_status(item.config, regression[0], fail=regression[1])
+        for s in item.stash.get(DRILLS_KEY, []):
+            report.user_properties.append(("gameday_drill", json.dumps(s, default=str)))
+            if state is not None:
+                state.reported.add(id(s))
+        if state is not None and state.software and not state.software_sent:
+            report.user_properties.append(("gameday_software", json.dumps(state.software)))
+            state.software_sent = True
+        # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
+        for res in item.stash.get(RESULTS_KEY, []):
+            report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
+            report.user_properties += [
+                ("gameday_vs_prediction", f"{v.name.removesuffix('_vs_prediction')}: {v.outcome} {v.figure} "
+                 f"{v.resolution}, {v.limit}" + (f": {v.detail}" if v.detail else ""))
+                for v in res.verdicts if v.name.endswith("_vs_prediction")]
+    marker = item.get_closest_marker("conformance")
+    if marker is not None and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+        rule = marker.args[0] if marker.args else marker.kwargs.get("rule", "?")
+        title = marker.args[1] if len(marker.args) > 1 else marker.kwargs.get("title", "")
+        report.user_properties.append(("gameday_conformance", json.dumps({"rule": rule, "title": title})))
+
+
+def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
+    """When the test's call ends: fold the verdicts its drills asserted into their summaries,
+    and report the test *skipped* (with the reasons) when every verdict it asserted was not
+    applicable: a drill with no inputs must not pass."""
+    results = item.stash.get(RESULTS_KEY, [])
+    fold_verdicts(item)
+    verdicts = [v for res in results for v in res.verdicts]
+    na = [v for v in verdicts if v.outcome == "n/a"]
+    if report.passed and verdicts and len(na) == len(verdicts):
+        reasons = "; ".join(dict.fromkeys(f"{v.name} {v}" for v in na))
+        line = item.location[1]
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), (line or 0) + 1,
+                           f"Skipped: every verdict this test asserted was not applicable: {reasons}")
+
+
+def terminal_summary(tr: Any, state: SessionState) -> None:
+    drills: list[dict[str, Any]] = []
+    rules: list[dict[str, Any]] = []
+    reasons = {rep.nodeid: table.one_line_reason(rep) for rep in tr.stats.get("failed", [])
+               if getattr(rep, "when", "call") in ("call", "setup")}
+    for reports in tr.stats.values():
+        for rep in reports:
+            for key, value in getattr(rep, "user_properties", []):
+                if key == "gameday_drill":
+                    drills.append(json.loads(value))
+                elif key == "gameday_software":
+                    state.software.update(json.loads(value))
+                elif key == "gameday_conformance":
+                    entry = json.loads(value)
+                    entry["outcome"] = rep.outcome
+                    entry["test"] = rep.nodeid
+                    entry["reason"] = table.one_line_reason(rep)
+                    rules.append(entry)
+    drills += unreported_drills(state)
+    state.drills = drills
+    state.conformance = rules
+    if drills:
+        tr.write_sep("=", "gameday drill verdicts")
+        for line in table.render_drills(drills, reasons):
+            tr.write_line(line)
+        if state.settings.rounds > 1:
+            for line in table.render_rounds(drills):
+                tr.write_line(line)
+        tr.write_line(f"figures, timelines and records: {state.run_dir}")
+    if rules:
+        tr.write_sep("=", "gameday conformance summary")
+        for line in table.render_conformance(rules):
+            tr.write_line(line)
+    if drills or rules:
+        for line in finish_reports(tr.config, state, drills, set(reasons)):
+            tr.write_line(line)
+    if state.interrupts.first is not None:
+        tr.write_sep("=", "gameday: interrupted")
+        for line in interruption_summary(state):
+            tr.write_line(line)
+    write_run_file(tr.config, state)
+
+
+def unreported_drills(state: SessionState) -> list[dict[str, Any]]:
+    """The drills this process recorded that no test report carried: a Ctrl-C or SIGTERM
+    stops pytest before the interrupted test's teardown report. They are still shown and
+    appended to the history, aborted (the reason the drill recorded, else why the run
+    stopped), so the trend and the regression verdict leave them out."""
+    out = []
+    for s in state.recorded:
+        if id(s) in state.reported:
+            continue
+        if not s.get("aborted"):
+            first = state.interrupts.first
+            s["aborted"] = (f"the run was interrupted by {signal_name(first)} before its test ended"
+                            if first is not None else "its test reported no result")
+        out.append(s)
+    return out
+
+
+def regressions(drills: list[dict[str, Any]]) -> list[str]:
+    """The regression sentence of every drill that regressed against its history."""
+    return [f"{str(d.get('test', '')).split('::')[-1]} ({d.get('fault')}): {d['regression']['message']}"
+            for d in drills if isinstance(d.get("regression"), dict) and d["regression"].get("status") == "regression"]
+
+
+def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict[str, Any]],
+                   failed_tests: set[str]) -> list[str]:
+    """At the end of the run (controller only): append the history, draw the rounds, write
+    Allure's environment, categories and executor files; returns lines for the summary."""
+    if getattr(config, "workerinput", None) is not None:
+        return []
+    lines: list[str] = []
+    s = state.settings
+    rows = [] if s.dry_run else reporting.history_rows(drills, run=state.run_dir.name, commit=reporting.git_commit(),
+                                  settings=s, profile=state.profile, failed_tests=failed_tests)
+    if rows:
+        try:
+            append_history(history_path(s), rows)
+            lines.append(f"history: {len(rows)} drill(s) appended to {history_path(s)}")
+        except OSError as exc:
+            lines.append(f"history: could not append to {history_path(s)}: {exc}")
+    if s.rounds > 1:
+        by_test: dict[str, list[float]] = {}
+        for d in drills:
+            sw = d.get("switchover")
+            if isinstance(sw, dict) and sw.get("value_s") is not None:
+                by_test.setdefault(str(d.get("test", "")).split("[")[0], []).append(float(sw["value_s"]))
+        for i, (test, values) in enumerate(sorted(by_test.items())):
+            path = state.run_dir / f"rounds-{i}.png"
+            with contextlib.suppress(OSError):
+                path.write_bytes(plots.rounds_png(test.split("::")[-1], values, s.slo.switchover_limit))
+                lines.append(f"switchover across rounds ({test.split('::')[-1]}): {path}")
+    directory = allure_attach.results_dir(config)
+    if directory is not None:
+        regions = [r.name for r in state.topology.regions] if state.topology is not None else []
+        env = reporting.environment(s, state.profile, regions, state.software)
+        allure_attach.write_results_files(directory, env, os.environ, run=state.run_dir.name)
+    regressed = regressions(drills)
+    if regressed:
+        state.regressed = regressed
+        lines += [f"REGRESSION {line}" for line in regressed]
+        if s.fail_on_regression:
+            lines.append("--gameday-fail-on-regression: the run fails")
+    return lines
+
+
+def interruption_summary(state: SessionState) -> list[str]:
+    """What a signal interrupted and what was reverted (the same for Ctrl-C and SIGTERM)."""
+    it = state.interrupts
+    assert it.first is not None
+    assert it.first_at is not None
+    at = it.first_at
+    lines = [f"{signal_name(it.first)} received; {it.count} signal(s) in all"]
+    hit = [f for f in state.faults if f.t_fault <= at <= f.t_done]
+    for f in hit:
+        if f.t_revert is None:
+            lines.append(f"NOT reverted: {f.what}")
+        elif f.t_revert >= at:
+            lines.append(f"reverted: {f.what} ({f.t_revert - at:.2f} s after the signal, "
+                         f"{f.t_revert - f.t_fault:.1f} s after it was injected)")
+        else:
+            lines.append(f"reverted: {f.what} (the revert was under way when the signal came; it was finished, "
+                         f"steady state included, before stopping)")
+    lines += [f"reverted at teardown: {w} (its drill did not get to revert it)" for w in state.swept]
+    if not hit and not state.swept:
+        lines.append("no fault was in effect: nothing to revert")
+    pending = ledger_pending(state.ledger.path, os.getpid())
+    if pending:
+        lines.append(f"still in the ledger: {', '.join(pending)}: run `gameday restore "
+                     f"--reports {state.settings.reports}`")
+    else:
+        lines.append(f"ledger: nothing pending from this run ({state.ledger.path})")
+    return lines
+
+
+def write_run_file(config: pytest.Config, state: SessionState) -> None:
+    if getattr(config, "workerinput", None) is not None or not (state.drills or state.conformance):
+        return  # the controller writes the run file, and only for runs that drilled or checked
+    data = {
+        "seed": state.settings.seed, "target": state.settings.target,
+        "topology": str(state.settings.topology or "clusters/local.yaml"),
+        "profile": str(state.profile.path) if state.profile is not None else None,
+        "profile_sha256": state.profile.sha256 if state.profile is not None else None,
+        "started": state.started, "finished": time.time(), "argv": sys.argv,
+        "drills": state.drills, "conformance": state.conformance, "regressions": state.regressed,
+    }
+    with contextlib.suppress(OSError):
+        state.run_dir.mkdir(parents=True, exist_ok=True)
+        (state.run_dir / "run.json").write_text(json.dumps(data, indent=2, default=str))
