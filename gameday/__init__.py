@@ -3,7 +3,8 @@
 The public API, importable from here (``from gameday import Drill, Target, Fault``):
 
 - the drill and its result: :class:`Drill`, :class:`DrillResult`;
-- the target seam: :class:`Target`, :class:`RegionInfo`, :class:`Endpoints` and the
+- the target seam: :class:`Target`, :class:`RegionInfo`, :class:`Endpoints`, what the
+  target hook is given (:class:`Topology`, :class:`Settings`) and the
   optional capabilities (:class:`Reconcilable`, :class:`Releasable`, :class:`Liveness`,
   :class:`HasFaults`, :class:`FaultPlanner`, :class:`HasAlarmLines`, :class:`HasManifests`,
   :class:`HasSoftware`, :class:`SharedFederation`);
@@ -33,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "FaultPlanner": "gameday.interfaces", "HasAlarmLines": "gameday.interfaces",
     "HasManifests": "gameday.interfaces", "HasSoftware": "gameday.interfaces",
     "SharedFederation": "gameday.interfaces",
+    # what the target hook (``pytest_gameday_make_target``) is given
+    "Topology": "gameday.model.topology", "Settings": "gameday.runtime.settings",
     # faults
     "Fault": "gameday.faults.model", "Param": "gameday.faults.model", "FAULTS": "gameday.faults.catalogue",
     # observation sources
@@ -98,11 +101,13 @@ __all__ = [
     "RegionInfo",
     "Releasable",
     "RestoreIncomplete",
+    "Settings",
     "SharedFederation",
     "Sources",
     "Target",
     "TargetError",
     "TargetUnreachable",
+    "Topology",
     "TransientError",
     "UdpDns",
     "UtilisationReading",
@@ -161,6 +166,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         SharedFederation,
         Target,
     )
+    from gameday.model.topology import Topology
     from gameday.observers.reference import ReferenceEndpoints
     from gameday.observers.sources import (
         AlarmEvent,
@@ -184,4 +190,5 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         VersionFeed,
         VersionSource,
     )
+    from gameday.runtime.settings import Settings
     from gameday.verdicts.result import DrillResult
