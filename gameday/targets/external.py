@@ -38,7 +38,7 @@ from gameday.observers.kinds import BuildContext
 from gameday.observers.sources import HttpJsonUtilisation, Sources, UdpDns
 from gameday.runtime.settings import Settings
 from gameday.runtime.userinput import shown
-from gameday.targets.profile import UTILISATION_FIELDS, Command, LoadedProfile, load_profile, parse_profile
+from gameday.targets.profile import Command, LoadedProfile, load_profile, parse_profile
 from gameday.verdicts.predict import StatedTiming
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,8 @@ class ExternalTarget:
         dns_source = UdpDns(server=p.service.dns.server, port=p.service.dns.port, fqdn=p.service.fqdn)
         version = p.control_plane.version.build(BuildContext(base)) if p.control_plane is not None else None
         alarms = tuple(a.build(BuildContext(base)) for a in p.alarms)
-        utilisation = {r.name: tuple(HttpJsonUtilisation(url=u, **UTILISATION_FIELDS) for u in r.utilisation)
+        utilisation = {r.name: tuple(HttpJsonUtilisation(url=u.url, capacity=u.capacity, utilisation=u.utilisation,
+                                                         rejected=u.rejected) for u in r.utilisation)
                        for r in p.regions if r.utilisation}
         return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=alarms,
                        utilisation=utilisation)

@@ -356,6 +356,27 @@ profile of the reference app (and of a federation built to the documented format
 """
 
 
+class UtilisationSpec(StrictModel):
+    """One app instance's load, from a JSON document with field names of its own:
+    ``{url: ..., capacity: cap.rps, utilisation: load.share, rejected: null}`` (dotted paths;
+    ``rejected: null``: it counts no overload responses). A plain URL in the list means the
+    format's own names (:data:`UTILISATION_FIELDS`)."""
+
+    url: str
+    capacity: NonEmpty = UTILISATION_FIELDS["capacity"]
+    """Dotted path of its declared capacity, req/s."""
+    utilisation: NonEmpty = UTILISATION_FIELDS["utilisation"]
+    """Dotted path of the share of that capacity in use (0.5: half)."""
+    rejected: NonEmpty | None = UTILISATION_FIELDS["rejected"]
+    """Dotted path of its count of overload responses (503/429); null: it keeps none."""
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        http_url(v)
+        return v
+
+
 class ProfileRegion(StrictModel):
     """One region of the federation."""
 
@@ -369,9 +390,9 @@ class ProfileRegion(StrictModel):
     """Requests/s the whole region can serve; unknown (omitted): the headroom verdict is not applicable."""
     entry_nodes: list[EntryNode] = Field(default_factory=list)
     faults: FaultTable = Field(default_factory=dict)
-    utilisation: list[str] = Field(default_factory=list)
-    """Optional: app instances' status URLs, each a JSON document with the fields
-    :data:`UTILISATION_FIELDS` names."""
+    utilisation: list[UtilisationSpec] = Field(default_factory=list)
+    """Optional: app instances' load: each a URL of a JSON document with the fields
+    :data:`UTILISATION_FIELDS` names, or a :class:`UtilisationSpec` naming its own."""
 
     @field_validator("name")
     @classmethod
@@ -389,12 +410,11 @@ class ProfileRegion(StrictModel):
             raise ValueError(f"got {shown(v)}, expected an IPv4 address (the A record DNS answers with)") from exc
         return v
 
-    @field_validator("utilisation")
+    @field_validator("utilisation", mode="before")
     @classmethod
-    def _urls(cls, v: list[str]) -> list[str]:
-        for u in v:
-            http_url(u)
-        return v
+    def _plain_urls(cls, v: Any) -> Any:
+        # a plain URL is the format's own field names (one error path for either form)
+        return [{"url": u} if isinstance(u, str) else u for u in v] if isinstance(v, list) else v
 
 
 class FederationTiming(StrictModel):

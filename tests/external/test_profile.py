@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from gameday.errors import ConfigError
+from gameday.observers.sources import HttpJsonUtilisation
+from gameday.targets.external import ExternalTarget
 from gameday.targets.profile import load_profile, parse_profile
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -104,6 +106,12 @@ CASES = [
      "regions[0].faults.gateway_down.takes_region_out: gateway_down is a fault gameday knows; its meaning is fixed*"),
     (_with("regions.0.wieght", 5), "regions.0.wieght: unknown field (check the spelling; see README.md, section "
      "'Drill your own federation')"),
+    (_with("regions.0.utilisation", ["127.0.1.1:9100/load"]),
+     "regions.0.utilisation.0.url: got '127.0.1.1:9100/load', expected an http:// or https:// URL*"),
+    (_with("regions.0.utilisation", [{"url": "http://127.0.1.1:9100/load", "capacity": ""}]),
+     "regions.0.utilisation.0.capacity: *"),
+    (_with("regions.0.utilisation", [{"url": "http://127.0.1.1:9100/load", "utilisaton": "x"}]),
+     "regions.0.utilisation.0.utilisaton: unknown field*"),
 ]
 
 
@@ -146,3 +154,22 @@ def test_the_readme_profile_is_valid_as_written(tmp_path: Path) -> None:
     assert len(p.regions) >= 2
     assert all("gateway_down" in r.faults for r in p.regions)
     assert p.control_plane is not None and p.alarms
+
+
+def test_utilisation_entries_name_their_own_fields_or_take_the_format_s(tmp_path: Path) -> None:
+    """A federation whose instances report load under names of their own is described as it
+    is; a plain URL keeps the format's names (the reference app's)."""
+    data = _with("regions.0.utilisation", [
+        "http://127.0.1.1:9100/status",
+        {"url": "http://127.0.1.2:9100/stats", "capacity": "limits.rps", "utilisation": "load.share",
+         "rejected": None},
+    ])
+    f = tmp_path / "team.yaml"
+    f.write_text(yaml.safe_dump(data))
+    target = ExternalTarget(load_profile(f), tmp_path / "work")
+    plain, own = target.sources().utilisation["a"]
+    assert isinstance(plain, HttpJsonUtilisation) and isinstance(own, HttpJsonUtilisation)
+    assert (plain.capacity_path, plain.utilisation_path, plain.rejected_path) == \
+        ("capacity_rps", "utilisation", "rejected_total")
+    assert (own.url, own.capacity_path, own.utilisation_path, own.rejected_path) == \
+        ("http://127.0.1.2:9100/stats", "limits.rps", "load.share", None)
