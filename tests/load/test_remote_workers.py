@@ -10,82 +10,33 @@ federation; every process is reaped; each test is bounded (about 10 s)."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
-import socket
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import dns.message
-import dns.rrset
 import pytest
 
 from gameday.errors import LoadError
 from gameday.interfaces import Endpoints
 from gameday.load.runner import LoadRunner
 from gameday.runtime.ports import free_port
+from tests.load.loopback import loopback_federation
 
 FQDN = "app.remote.test."
 SHIFT = 100_000.0
 """Seconds the shifted worker's monotonic clock runs ahead of the harness's."""
 
 
-class _Gateway(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("X-Served-By", "a/gw-0")
-        self.send_header("Content-Length", "2")
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-class _ThreadingHTTP(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-
-
 @pytest.fixture
 def federation() -> Iterator[Endpoints]:
     """A DNS server answering FQDN -> 127.0.0.1 (TTL 5) and a gateway serving 200s."""
-    http_srv = _ThreadingHTTP(("127.0.0.1", 0), _Gateway)
-    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind(("127.0.0.1", 0))
-    udp.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve_dns() -> None:
-        while not stop.is_set():
-            try:
-                wire, addr = udp.recvfrom(4096)
-            except TimeoutError:
-                continue
-            q = dns.message.from_wire(wire)
-            r = dns.message.make_response(q)
-            r.answer.append(dns.rrset.from_text(FQDN, 5, "IN", "A", "127.0.0.1"))
-            udp.sendto(r.to_wire(), addr)
-
-    threads = [threading.Thread(target=serve_dns, daemon=True),
-               threading.Thread(target=http_srv.serve_forever, daemon=True)]
-    for t in threads:
-        t.start()
-    try:
-        yield Endpoints(dns_server=udp.getsockname(), fqdn=FQDN, gateway_port=http_srv.server_address[1])
-    finally:
-        stop.set()
-        http_srv.shutdown()
-        http_srv.server_close()
-        for t in threads:
-            t.join(5)
-        udp.close()
+    with loopback_federation(FQDN) as ep:
+        yield ep
 
 
 def _shifted_clock_prefix() -> list[str]:
