@@ -170,17 +170,3 @@ def component(tmp_path: Path, admin_token: str) -> Iterator[Callable[..., subpro
             except subprocess.TimeoutExpired:
                 p.kill()
 
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests first, so that on pytest-xdist's workers the short ones fill the end:
-    collected in file order, a 60-75 s test handed out last kept one core busy alone while
-    the other had nothing left. Long: marked ``slow``, or running pytest in a subprocess
-    (a drill of its own, a federation brought up and torn down). Order within each kind is
-    kept (every worker sorts the same collection the same way, as xdist requires)."""
-
-    def cost(item: pytest.Item) -> int:
-        if item.get_closest_marker("slow") is not None:
-            return 0
-        return 1 if "pytester" in getattr(item, "fixturenames", ()) else 2
-
-    items.sort(key=cost)
