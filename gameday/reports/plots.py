@@ -8,6 +8,7 @@ pytest run, and no import cost for runs that draw nothing.
 
 from __future__ import annotations
 
+import atexit
 import io
 import math
 import statistics
@@ -155,16 +156,32 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
         predicted=predicted)
 
 
+_prewarm_thread: threading.Thread | None = None
+
+
 def prewarm() -> threading.Thread:
     """Import matplotlib (the Agg backend and pyplot) in a daemon thread, now.
 
     A drill calls it as it starts: the import (about half a drill plot's CPU) then runs while
     the drill mostly waits (steady state, the fault block), not on the way to its verdicts
     when the plot is drawn. Drawing still imports it itself (a no-op, or a wait on the
-    import lock until this thread is done)."""
-    t = threading.Thread(target=_pyplot, name="gameday-matplotlib-import", daemon=True)
-    t.start()
-    return t
+    import lock until this thread is done).
+
+    The interpreter never exits with the import still running: an exit handler waits for it.
+    A daemon thread left inside a C++ extension's initialisation (matplotlib's pybind11
+    modules) when Python finalises is unwound through a noexcept frame, and the C++ runtime
+    aborts the process ("terminate called without an active exception", exit -6), after a
+    run that had passed (seen once, on a 1.7 s dry run)."""
+    global _prewarm_thread  # noqa: PLW0603  (one import per process)
+    if _prewarm_thread is None:
+        _prewarm_thread = threading.Thread(target=_pyplot, name="gameday-matplotlib-import", daemon=True)
+        _prewarm_thread.start()
+        atexit.register(_prewarm_thread.join, PREWARM_JOIN_S)
+    return _prewarm_thread
+
+
+# matplotlib imports in ~0.5 s of CPU; a minute covers a machine loaded many times over.
+PREWARM_JOIN_S = 60.0
 
 
 def _pyplot() -> Any:

@@ -146,3 +146,22 @@ def test_prewarm_imports_matplotlib_with_agg_in_a_thread_of_its_own() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["pyplot", "agg"], out.stdout
+
+
+def test_the_interpreter_never_exits_while_prewarm_is_still_importing() -> None:
+    """An exit right after prewarm waits for the import: a daemon thread left inside
+    matplotlib's C++ initialisation at finalisation aborts the process (exit -6, "terminate
+    called without an active exception"), which failed a passing 1.7 s dry run in CI. The
+    check below is registered first, so it runs after every exit handler gameday registers;
+    without the wait the thread is still importing when it runs (the import takes ~0.5 s)."""
+    code = ("import atexit, sys, threading\n"
+            "def check():\n"
+            "    alive = [t.name for t in threading.enumerate() if t.name == 'gameday-matplotlib-import']\n"
+            "    print('alive' if alive else 'joined', 'pyplot' in ' '.join(sys.modules))\n"
+            "atexit.register(check)\n"
+            "from gameday.reports import plots\n"
+            "plots.prewarm()\n"
+            "assert plots.prewarm() is plots.prewarm()  # one import thread per process\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["joined", "True"], out.stdout
