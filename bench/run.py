@@ -5,7 +5,7 @@
     .venv/bin/python bench/run.py --only gateway_cost,propagation
 
 Benchmarks (see bench/README.md): gateway_cost (a), propagation (b), bringup (c),
-calibrated_drill (d), drill_wall (e), observer_rate (f), regional (g), drill_split (h). Not
+calibrated_drill (d), drill_wall (e), observer_rate (f), regional (g), drill_split (h), dns_read (i). Not
 timed tests: they measure and report; the Markdown says PASS/FAIL against each issue's target
 but the exit code is 0 unless a benchmark crashed.
 """
@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 from common import BenchResult, loadavg  # noqa: E402  (bench/ is not a package)
 
 NAMES = ("gateway_cost", "propagation", "bringup", "calibrated_drill", "drill_wall", "observer_rate", "regional",
-         "drill_split")
+         "drill_split", "dns_read")
 
 
 def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
@@ -53,6 +53,7 @@ def _timed(name: str, fn: Callable[[], list[BenchResult]]) -> list[BenchResult]:
 
 def run(only: list[str], quick: bool, split_ref: str | None = None) -> list[BenchResult]:
     import calibrated_drill
+    import dns_read
     import drill_split
     import drill_wall
     import gateway_cost
@@ -77,6 +78,8 @@ def run(only: list[str], quick: bool, split_ref: str | None = None) -> list[Benc
         results += _timed("regional", lambda: [regional.run(quick)])
     if "drill_split" in only:
         results += _timed("drill_split", lambda: [drill_split.run(quick, split_ref)])
+    if "dns_read" in only:
+        results += _timed("dns_read", lambda: [dns_read.run(quick)])
     return results
 
 

@@ -17,8 +17,11 @@ import pytest
 def dns_server() -> Iterator[tuple[int, dict[str, Any]]]:
     """A UDP socket on loopback answered with dnspython: A records from ``state["addrs"]``
     (one at a time, round robin, like a weighted GSLB), TTL ``state["ttl"]``; silent while
-    ``state["silent"]``."""
-    state: dict[str, Any] = {"addrs": ["127.0.1.1"], "ttl": 5, "silent": False, "n": 0}
+    ``state["silent"]``. Each query's source address is appended to ``state["peers"]``; while
+    ``state["decoys"]``, each answer is preceded by a datagram that is no answer to it
+    (garbage, then an answer with another message id)."""
+    state: dict[str, Any] = {"addrs": ["127.0.1.1"], "ttl": 5, "silent": False, "n": 0, "peers": [],
+                             "decoys": False}
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("127.0.0.1", 0))
     sock.settimeout(0.1)
@@ -30,6 +33,7 @@ def dns_server() -> Iterator[tuple[int, dict[str, Any]]]:
                 data, peer = sock.recvfrom(4096)
             except TimeoutError:
                 continue
+            state["peers"].append(peer)
             if state["silent"]:
                 continue
             q = dns.message.from_wire(data)
@@ -41,6 +45,12 @@ def dns_server() -> Iterator[tuple[int, dict[str, Any]]]:
                 resp.answer.append(dns.rrset.from_text(name, state["ttl"], "IN", "A", addr))
             else:
                 resp.set_rcode(dns.rcode.NXDOMAIN)
+            if state["decoys"]:
+                sock.sendto(b"\x00garbage", peer)
+                other = dns.message.make_response(q)
+                other.id = (q.id + 1) % 65536
+                other.answer.append(dns.rrset.from_text(name, 1, "IN", "A", "192.0.2.66"))
+                sock.sendto(other.to_wire(), peer)
             sock.sendto(resp.to_wire(), peer)
 
     t = threading.Thread(target=loop, daemon=True)

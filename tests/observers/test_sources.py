@@ -277,6 +277,33 @@ def test_udp_dns_samples_answers(dns_server: tuple[int, dict[str, Any]]) -> None
     assert not r.ok and "Timeout" in str(quick.last_error)
 
 
+def test_udp_dns_sends_a_reads_samples_from_one_socket_and_keeps_only_their_answers(
+        dns_server: tuple[int, dict[str, Any]]) -> None:
+    """A read's 16 queries leave one socket together (not one endpoint each: at 10 Hz that was
+    a fifth of a drill observer's CPU); each answer is matched to its query by message id, so
+    garbage and an answer to another id (192.0.2.66, TTL 1) never count."""
+    port, state = dns_server
+    state["addrs"] = ["127.0.1.1", "127.0.2.1"]
+    state["decoys"] = True
+    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=16)
+    for _ in range(3):
+        state["peers"].clear()
+        r = asyncio.run(src.read())
+        assert r.ok and r.ttl == 5, src.last_error
+        assert sorted(r.addresses) == ["127.0.1.1"] * 8 + ["127.0.2.1"] * 8
+        assert len(state["peers"]) == 16 and len(set(state["peers"])) == 1, state["peers"]
+
+
+def test_udp_dns_at_a_closed_port_is_a_failed_read_not_an_exception() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=4, timeout=0.5)
+    r = asyncio.run(src.read())
+    assert not r.ok and r.addresses == ()
+    assert "ConnectionRefused" in str(src.last_error), src.last_error
+
+
 def test_udp_dns_rejects_what_carries_no_address() -> None:
     with pytest.raises(ConfigError, match="carries no address"):
         UdpDns(server="127.0.0.1", port=53, fqdn="x.", rdtype="TXT")
