@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,9 +66,20 @@ class Outcome:
         return not (self.failed or self.corrupt)
 
 
+DYING_GRACE_S = 10.0
+"""How long a local federation whose runner died and took its bus with it may take to finish
+dying (its launcher, sent SIGTERM by the runner's death, stops the components it forked)."""
+
+
 def local_federation_gone(entry: LedgerEntry) -> str | None:
     """For a ``local`` entry: why its federation can no longer hold the fault (it has no
-    process left, or its work directory is gone), or ``None`` if it may still hold it."""
+    process left, or its work directory is gone), or ``None`` if it may still hold it.
+
+    A federation dies with the runner that started it (nats-server by SIGKILL, the launcher
+    by SIGTERM, which then stops its components): a restore run right after a ``kill -9`` of
+    the runner can find it half gone. When its runner and its bus are both dead, the rest is
+    on its way out: wait up to :data:`DYING_GRACE_S` for it (reverting into it would find
+    "nats is not running" and fail, leaving the entry pending although nothing is broken)."""
     if entry.target != "local":
         return None
     workdir = Path(str(entry.target_ref.get("workdir", "")))
@@ -81,6 +93,14 @@ def local_federation_gone(entry: LedgerEntry) -> str | None:
         return f"its federation cannot be found ({exc})"
     if not fed.any_running():
         return f"its federation in {workdir} has no process left (stopped, or died with its runner)"
+    if not pid_alive(fed.owner_pid, fed.owner_starttime) and "nats" in fed.components \
+            and not fed.is_running("nats"):
+        deadline = time.monotonic() + DYING_GRACE_S
+        while fed.any_running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not fed.any_running():
+            return (f"its federation in {workdir} died with its runner (pid {fed.owner_pid}); its last "
+                    "processes exited as restore looked")
     return None
 
 

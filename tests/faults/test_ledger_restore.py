@@ -10,16 +10,21 @@ any directory.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+import gameday.restore as restore_module
 from gameday.faults.ledger import Ledger, known_ledgers
 from gameday.model.topology import load_topology
+from gameday.restore import DYING_GRACE_S, local_federation_gone
+from gameday.runtime.procs import starttime
 from gameday.runtime.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.targets.local import LocalTarget
 from gameday.targets.local.federation import LocalFederation
@@ -253,3 +258,56 @@ def test_down_force_then_restore_leaves_nothing_that_cannot_be_cleared(
     r = _gameday("restore", "--reports", str(reports), cwd=reports.parent)
     assert r.returncode == 0, r.stdout
     assert "CLEAR gateway_hung a" in r.stdout and "has no process left" in r.stdout
+
+
+# -- a federation still dying after its runner's kill -9 -----------------------------------------
+def _half_dead_federation(reports: Path, remnant_s: float) -> tuple[Ledger, str, subprocess.Popen[bytes]]:
+    """The state a ``kill -9`` of the runner leaves for a moment: the runner (owner) and its
+    nats-server dead, one component (a real process, here ``sleep``) still exiting."""
+    fed = LocalFederation.from_topology(load_topology(), reports / ".gameday" / "federations" / "dying")
+    fed.workdir.mkdir(parents=True, exist_ok=True)
+    fed.spec.dump(fed.spec_path)
+    remnant = subprocess.Popen(["sleep", str(remnant_s)])
+    fed.components["nats"].pid = _dead_pid()
+    fed.components["gateway-a"].pid = remnant.pid
+    fed.components["gateway-a"].starttime = starttime(remnant.pid)
+    fed.owner_pid = _dead_pid()
+    fed._save_state()
+    ledger = Ledger(reports / ".gameday" / "ledger.json")
+    return ledger, _record(ledger, "gateway_down", "b", "local", {"workdir": str(fed.workdir)}), remnant
+
+
+def test_restore_right_after_a_kill_9_waits_for_the_dying_federation_and_clears_its_entry(reports: Path) -> None:
+    """Seen in a full run: `gameday restore` ran while the launcher was still stopping the
+    components of a runner killed with -9; it tried the revert, found "nats is not running" and
+    failed, leaving the entry pending though nothing was broken. Now it waits for the rest to exit."""
+    ledger, entry_id, remnant = _half_dead_federation(reports, remnant_s=1.0)
+    try:
+        (entry,) = ledger.pending()
+        t0 = time.monotonic()
+        gone = local_federation_gone(entry)
+        assert gone is not None and "died with its runner" in gone, gone
+        assert 0.5 < time.monotonic() - t0 < DYING_GRACE_S
+    finally:
+        remnant.kill()
+        remnant.wait()
+    assert entry.id == entry_id
+
+
+def test_a_remnant_that_does_not_exit_is_not_called_gone(reports: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: a process that outlives the grace keeps the federation 'may still hold it'
+    (the revert is then tried and says what it finds); the owner alive means no wait at all."""
+    monkeypatch.setattr(restore_module, "DYING_GRACE_S", 0.5)
+    ledger, _, remnant = _half_dead_federation(reports, remnant_s=60)
+    try:
+        (entry,) = ledger.pending()
+        assert local_federation_gone(entry) is None
+        state = json.loads((Path(entry.target_ref["workdir"]) / "state.json").read_text())
+        state["owner_pid"], state["owner_starttime"] = os.getpid(), starttime(os.getpid())
+        (Path(entry.target_ref["workdir"]) / "state.json").write_text(json.dumps(state))
+        t0 = time.monotonic()
+        assert local_federation_gone(entry) is None
+        assert time.monotonic() - t0 < 0.4
+    finally:
+        remnant.kill()
+        remnant.wait()
