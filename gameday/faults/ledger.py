@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 _FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,), "kind": (str,), "region": (str, type(None)), "params": (dict,), "target": (str,),
     "target_ref": (dict,), "runner_pid": (int,), "created": (int, float), "attach": (str, type(None)),
+    "session_pid": (int, type(None)),
 }
-_OPTIONAL = ("created", "attach")  # absent in ledgers written before they existed
+_OPTIONAL = ("created", "attach", "session_pid")  # absent in ledgers written before they existed
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class LedgerEntry:
     attach: str | None = None
     """Import path of the target's ``attach`` (``"mypkg.targets:MyTarget.attach"``) for a
     target that is not built in; None: the registry finds it by :attr:`target` name."""
+    session_pid: int | None = None
+    """The pytest run's main process: :attr:`runner_pid` itself, or the pytest-xdist controller
+    of the worker that wrote the entry. ``gameday drill`` knows only that pid, so after a
+    ``kill -9`` it finds a worker's pending faults by it. None in ledgers written before it."""
 
     @property
     def what(self) -> str:
@@ -113,9 +118,11 @@ def _register(ledger: Path) -> None:
 class Ledger:
     """A JSON file of pending (injected, not yet reverted) faults."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, session_pid: int | None = None) -> None:
         self.path = path.absolute()
         self._lock_path = str(self.path) + ".lock"
+        self.session_pid = session_pid
+        """What :meth:`record` writes as :attr:`LedgerEntry.session_pid` (None: this process)."""
 
     @property
     def _lock(self) -> FileLock:
@@ -157,7 +164,7 @@ class Ledger:
                target_ref: dict[str, Any], *, attach: str | None = None) -> LedgerEntry:
         """Write a pending entry; call this before injecting. *attach*: see :attr:`LedgerEntry.attach`."""
         entry = LedgerEntry(uuid.uuid4().hex[:12], kind, region, dict(params), target, dict(target_ref),
-                            os.getpid(), attach=attach)
+                            os.getpid(), attach=attach, session_pid=self.session_pid or os.getpid())
         with self._lock:
             self._write([*self._read(), entry])
         _register(self.path)

@@ -128,6 +128,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_configure_node(node: Any) -> None:  # pytest-xdist hook (only called when xdist is active)
     node.workerinput["gameday_seed"] = node.config.stash[SETTINGS_KEY].seed
     node.workerinput["gameday_run_dir"] = str(node.config.stash[STATE_KEY].run_dir)
+    node.workerinput["gameday_session_pid"] = node.config.stash[STATE_KEY].session_pid
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -108,9 +108,12 @@ class SessionState:
     reported: set[int] = field(default_factory=set)
     """``id()`` of the summaries a teardown report carried."""
 
+    session_pid: int = field(default_factory=os.getpid)
+    """The run's main process: this one, or the pytest-xdist controller of this worker."""
+
     @property
     def ledger(self) -> Ledger:
-        return Ledger(self.settings.reports / ".gameday" / "ledger.json")
+        return Ledger(self.settings.reports / ".gameday" / "ledger.json", session_pid=self.session_pid)
 
     @property
     def procs(self) -> ProcRegistry:
@@ -162,6 +165,8 @@ def prepare(config: pytest.Config, state: SessionState) -> None:
             registry.check(state.settings.target, state.topology, state.settings)
         except GamedayError as exc:
             raise pytest.UsageError(f"gameday: --gameday-target={state.settings.target}: {exc}") from exc
+    if worker_input is not None and "gameday_session_pid" in worker_input:
+        state.session_pid = int(worker_input["gameday_session_pid"])
     if worker_input is not None and "gameday_run_dir" in worker_input:
         state.run_dir = Path(worker_input["gameday_run_dir"])
     elif os.environ.get(RUN_DIR_ENV):

@@ -363,14 +363,16 @@ def _finalizer(frame: FrameType | None, hook: CodeType) -> str | None:
 
 def ledger_pending(path: Path, runner_pid: int | None = None) -> list[str]:
     """``kind region`` of each pending entry of the ledger at *path* (only *runner_pid*'s,
-    if given). Read without the ledger's lock and never raising: called from signal
-    handlers and from ``gameday drill`` while pytest writes the ledger, where waiting
-    or a traceback would be worse than an empty answer."""
+    if given: entries it wrote, or its pytest-xdist workers wrote, their ``session_pid``).
+    Read without the ledger's lock and never raising: called from signal handlers and from
+    ``gameday drill`` while pytest writes the ledger, where waiting or a traceback would be
+    worse than an empty answer."""
     try:
         data = json.loads(path.read_text())
         entries = data.get("pending", []) if isinstance(data, dict) else []
         return [f"{e.get('kind', '?')} {e.get('region') or ''}".strip() for e in entries
-                if isinstance(e, dict) and (runner_pid is None or e.get("runner_pid") == runner_pid)]
+                if isinstance(e, dict) and (runner_pid is None or runner_pid in (e.get("runner_pid"),
+                                                                                 e.get("session_pid")))]
     except (OSError, ValueError, AttributeError):
         return []
 

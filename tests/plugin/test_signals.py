@@ -691,6 +691,39 @@ def test_kill_9_of_pytest_names_what_it_left_and_the_restore_command(hang: Path,
     assert leftovers(d.tag) == [], out + restored.stdout
 
 
+def _ppid(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+@pytest.mark.slow
+def test_kill_9_of_an_xdist_run_names_what_its_worker_left(hang: Path) -> None:
+    """`gameday drill -n 1`: the fault is in the worker's ledger entry (its runner pid is the
+    worker's); the whole run killed with -9 (worker, then controller), the wrapper still names
+    it, because the entry also records the run's main process (session_pid)."""
+    d = Drill(hang, "-n", "1")
+    d.wait_for("injected")
+    controller = d.pytest_pid()
+    (worker,) = [p for p, _ in find_processes(d.tag) if _ppid(p) == controller]
+    (entry,) = _pending(hang / "reports")
+    assert entry["runner_pid"] == worker and entry["session_pid"] == controller, entry
+    os.kill(worker, signal.SIGKILL)
+    os.kill(controller, signal.SIGKILL)
+    rc = d.finish()
+    out = d.text()
+    assert rc == 128 + signal.SIGKILL, out
+    reports = (hang / "reports").resolve()
+    assert f"gameday: still in the ledger: gateway_down b: run `gameday restore --reports {reports}`" in out, out
+    restored = subprocess.run([sys.executable, "-m", "gameday.cli", "restore", "--reports", str(reports)], cwd=hang,
+                              capture_output=True, text=True, timeout=180, check=False)
+    assert restored.returncode == 0, out + restored.stdout + restored.stderr
+    assert _pending(hang / "reports") == [], out + restored.stdout
+    assert leftovers(d.tag) == [], out + restored.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["int-group", "term-group"])
 def test_a_signal_while_pytest_imports_its_plugins_prints_one_line(hang: Path, how: str) -> None:
