@@ -143,9 +143,7 @@ def test_prewarm_imports_matplotlib_with_agg_in_a_thread_of_its_own() -> None:
             "t.join(120)\n"
             "import matplotlib\n"
             "print('pyplot' if 'matplotlib.pyplot' in sys.modules else 'none', matplotlib.get_backend().lower())\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["pyplot", "agg"], out.stdout
+    assert _python(code) == ["pyplot", "agg"]
 
 
 def test_the_interpreter_never_exits_while_prewarm_is_still_importing() -> None:
@@ -162,6 +160,11 @@ def test_the_interpreter_never_exits_while_prewarm_is_still_importing() -> None:
             "from gameday.reports import plots\n"
             "plots.prewarm()\n"
             "assert plots.prewarm() is plots.prewarm()  # one import thread per process\n")
+    assert _python(code) == ["joined", "True"]
+
+
+def _python(code: str) -> list[str]:
+    """What a fresh interpreter running *code* prints (split into words); it must exit 0."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["joined", "True"], out.stdout
+    return out.stdout.split()
