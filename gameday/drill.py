@@ -171,7 +171,8 @@ class Drill:
     # -- the fault ---------------------------------------------------------------------------
     @contextmanager
     def fault(self, kind: str, region: str | None = None, *, baseline: float = 1.0, steady_timeout: float = 20.0,
-              restore_timeout: float = 60.0, observe_after: float = 0.3, **params: Any) -> Iterator[ActiveFault]:
+              restore_timeout: float = 60.0, observe_after: float = 0.3,
+              observe_until: Callable[[], bool] | None = None, **params: Any) -> Iterator[ActiveFault]:
         """Inject *kind* (on *region*) for the duration of the block, then restore.
 
         Faults nest: a fault entered inside another's block is injected on top of it
@@ -184,6 +185,11 @@ class Drill:
             restore_timeout: seconds to wait for steady state after the revert.
             observe_after: seconds to keep observing once steady state is back (a
                 returning region's weight ramp, for example).
+            observe_until: then keep observing until this returns True (what the verdict
+                needs has been recorded, e.g. the restore's version), for at most
+                *restore_timeout* seconds more: a wait on the condition, not on a guess of
+                how long a loaded machine takes. When it never holds, the observation ends
+                and the verdict judges what was recorded.
             params: the fault's parameters (see :mod:`gameday.faults.catalogue`).
 
         With ``--gameday-dry-run`` nothing is injected: the checks below run, the plan
@@ -350,6 +356,8 @@ class Drill:
                                 self._phase = "restore"
                                 self._wait_restored(active, restore_timeout, already_lost)
                                 self._sleep_watching(observe_after)
+                                if observe_until is not None:
+                                    self._watch_until(observe_until, restore_timeout)
                         finally:
                             step.params = phase_steps.restore_facts(active.result)
                             step.title = phase_steps.restore_title(step.params)
@@ -757,6 +765,14 @@ class Drill:
             if self._casualty is not None:
                 raise self._casualty_error()
             time.sleep(min(0.1, left))
+
+    def _watch_until(self, done: Callable[[], bool], timeout: float) -> None:
+        """Until *done()* (at most *timeout* s), but raise a casualty as soon as the watcher sees one."""
+        end = time.monotonic() + timeout
+        while not done() and time.monotonic() < end:
+            if self._casualty is not None:
+                raise self._casualty_error()
+            time.sleep(0.1)
 
     def _tick_progress(self) -> None:
         """Main thread (the progress writer may suspend output capture): the live line."""

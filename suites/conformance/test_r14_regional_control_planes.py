@@ -41,6 +41,12 @@ def _node_regional(view):
     return {n: ((s or {}).get("versions") or {}).get("regional") for n, s in view.nodes().items()}
 
 
+def _recorded(fault, region):
+    """The versions of *region*'s regional control plane the drill's observer recorded since the fault."""
+    return [o.version for o in fault.result.timeline.copy().regional_cp
+            if o.region == region and o.t > fault.window.t_fault and o.version is not None]
+
+
 def _direct_targets(status):
     return sorted(t["instance"] for t in status.get("routing_table", []) if t.get("via") == "direct")
 
@@ -70,9 +76,15 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
     region = drill.pick_region()
     proxy = f"proxy-{region}"
     before, nodes_before = _regional_versions(view, regional), _node_regional(view)
-    # observe_after: the drill's observer reads regional control planes at its utilisation rate
-    # (2 Hz); keep observing after the restore until it has seen the restore's version too.
-    with drill.fault("instances_unready", region, observe_after=2.0) as outage:
+    # The drill's observer reads regional control planes at its utilisation rate (2 Hz): keep
+    # observing after the restore until it has recorded the restore's version too (a fixed 2 s
+    # once ended at t+3.5 s on a loaded machine with the restore's version not yet seen).
+    peak: list[int] = []
+
+    def restore_recorded() -> bool:
+        return bool(peak) and any(v > peak[0] for v in _recorded(outage, region))
+
+    with drill.fault("instances_unready", region, observe_until=restore_recorded) as outage:
         def moved():
             st = view.try_json(view.ep.entry_nodes[proxy]) or {}
             return (_regional_versions(view, {region: regional[region]})[region] != before[region]
@@ -82,10 +94,10 @@ def test_r14_regional_control_planes_above_ten_regions(federation, drill, view, 
         def observed():
             # The verdict below is judged from what the drill's observer recorded, not from our
             # own reads: hold the fault until the observer has polled the new version as well.
-            seen = [o.version for o in outage.result.timeline.copy().regional_cp
-                    if o.region == region and o.t > outage.window.t_fault and o.version is not None]
+            seen = _recorded(outage, region)
             return any(v > before[region] for v in seen), seen[-3:]
         wait_until(observed, converge_s, f"the drill's observer to record {region}'s new regional version")
+        peak.append(max(_recorded(outage, region)))
         after, nodes_after = _regional_versions(view, regional), _node_regional(view)
         entries = view.snapshot().get("entries", {})
     crossed = {r: f"v{before[r]} -> v{after[r]}" for r in names if r != region and after[r] != before[r]}

@@ -1,0 +1,73 @@
+"""``drill.fault(observe_until=...)``: after the restore, the drill keeps observing until what a
+verdict needs has been recorded (a wait on the condition, not a fixed ``observe_after``), at
+most ``restore_timeout`` more seconds; a condition that never holds ends the observation there
+and the test goes on to judge what was recorded.
+
+One real run through the external target on the reference federation, with a fault that
+changes nothing (``mark_window``), so that only the observation's length is under test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gameday.targets.local.federation import LocalFederation
+from tests.external.conftest import reference_profile, write_profile
+
+pytestmark = pytest.mark.slow
+
+TEST = """
+import json, time
+from pathlib import Path
+
+
+def _observe(drill, name, done, **kw):
+    calls = []
+
+    def until():
+        calls.append(time.monotonic())
+        return done(calls)
+
+    with drill.fault("mark_window", baseline=0.5, observe_after=0, observe_until=until, **kw) as fault:
+        pass
+    ended = time.monotonic()
+    dns = [o.t for o in fault.result.timeline.copy().dns]
+    Path(name).write_text(json.dumps({"calls": calls, "ended": ended, "last_dns": max(dns)}))
+
+
+def test_until_it_holds(drill):
+    _observe(drill, "holds.json", lambda calls: calls[-1] - calls[0] >= 1.5)
+
+
+def test_never_holds(drill):
+    _observe(drill, "never.json", lambda calls: False, restore_timeout=1.0)
+"""
+
+
+def test_observe_until_waits_for_its_condition_and_gives_up_after_the_restore_timeout(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    events = tmp_path / "windows.log"
+    data = reference_profile(reference_federation, faults={"mark_window": {
+        "inject": {"argv": ["sh", "-c", f"echo inject >> {events}"], "timeout": 5},
+        "revert": {"argv": ["sh", "-c", f"echo revert >> {events}"], "timeout": 5}}})
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    pytester_ini.makepyfile(test_until=TEST)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
+                                               "--gameday-seed=5", timeout=240)
+    result.assert_outcomes(passed=2)
+    assert events.read_text().split() == ["inject", "revert"] * 2
+
+    holds = json.loads((pytester_ini.path / "holds.json").read_text())
+    calls = holds["calls"]
+    # Asked every 0.1 s until it held (1.5 s after the first ask), then the block's end at once.
+    assert calls[-1] - calls[0] >= 1.5 and len(calls) >= 10, calls
+    assert holds["ended"] - calls[-1] < 1.0, holds
+    # The observer kept running all the while: DNS readings up to the end of the wait.
+    assert holds["last_dns"] > calls[-1] - 0.5, holds
+
+    never = json.loads((pytester_ini.path / "never.json").read_text())
+    # Never held: given up after restore_timeout (1 s), and the test went on.
+    assert 1.0 <= never["calls"][-1] - never["calls"][0] + 0.1 < 3.0, never
