@@ -285,7 +285,9 @@ def test_udp_dns_sends_a_reads_samples_from_one_socket_and_keeps_only_their_answ
     port, state = dns_server
     state["addrs"] = ["127.0.1.1", "127.0.2.1"]
     state["decoys"] = True
-    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=16)
+    # The server is a thread of this process: under load its 48 sends per read can take longer
+    # than the default 0.5 s timeout (one read once came back with 15 answers of 16).
+    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=16, timeout=10.0)
     for _ in range(3):
         state["peers"].clear()
         r = asyncio.run(src.read())
