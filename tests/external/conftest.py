@@ -98,6 +98,16 @@ def write_profile(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
+def mark_window_profile(fed: LocalFederation, directory: Path) -> tuple[Path, Path]:
+    """A profile of *fed* with one extra, region-less fault ``mark_window`` that changes nothing
+    but appends ``inject`` and ``revert`` to a file: ``(the profile, that file)``."""
+    events = directory / "windows.log"
+    data = reference_profile(fed, faults={"mark_window": {
+        "inject": {"argv": ["sh", "-c", f"echo inject >> {events}"], "timeout": 5},
+        "revert": {"argv": ["sh", "-c", f"echo revert >> {events}"], "timeout": 5}}})
+    return write_profile(directory / "profile.yaml", data), events
+
+
 @pytest.fixture(scope="module")
 def reference_federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalFederation]:
     """The reference app's local federation of the default topology, running for the module."""

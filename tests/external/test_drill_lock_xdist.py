@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from gameday.targets.local.federation import LocalFederation
-from tests.external.conftest import reference_profile, write_profile
+from tests.external.conftest import mark_window_profile
 
 pytestmark = pytest.mark.slow
 
@@ -79,11 +79,7 @@ def pytest_gameday_make_target(config, name, topology, settings, workdir):
 
 def _run(pytester: pytest.Pytester, fed: LocalFederation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
          target: str) -> tuple[list[str], list[dict[str, object]]]:
-    events = tmp_path / "windows.log"
-    data = reference_profile(fed, faults={"mark_window": {
-        "inject": {"argv": ["sh", "-c", f"echo inject >> {events}"], "timeout": 5},
-        "revert": {"argv": ["sh", "-c", f"echo revert >> {events}"], "timeout": 5}}})
-    profile = write_profile(tmp_path / "profile.yaml", data)
+    profile, events = mark_window_profile(fed, tmp_path)
     pytester.makepyfile(test_windows=TEST_WINDOWS)
     pytester.makeconftest(CONFTEST)
     monkeypatch.setenv("GAMEDAY_TEST_BARRIER", str(tmp_path / "barrier"))

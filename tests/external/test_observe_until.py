@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gameday.targets.local.federation import LocalFederation
-from tests.external.conftest import reference_profile, write_profile
+from tests.external.conftest import mark_window_profile
 
 pytestmark = pytest.mark.slow
 
@@ -49,11 +49,7 @@ def test_never_holds(drill):
 
 def test_observe_until_waits_for_its_condition_and_gives_up_after_the_restore_timeout(
         pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
-    events = tmp_path / "windows.log"
-    data = reference_profile(reference_federation, faults={"mark_window": {
-        "inject": {"argv": ["sh", "-c", f"echo inject >> {events}"], "timeout": 5},
-        "revert": {"argv": ["sh", "-c", f"echo revert >> {events}"], "timeout": 5}}})
-    profile = write_profile(tmp_path / "profile.yaml", data)
+    profile, events = mark_window_profile(reference_federation, tmp_path)
     pytester_ini.makepyfile(test_until=TEST)
     result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
                                                "--gameday-seed=5", timeout=240)
