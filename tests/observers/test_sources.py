@@ -260,7 +260,8 @@ def test_prometheus_version_against_a_real_prometheus(tmp_path: Path) -> None:
 def test_udp_dns_samples_answers(dns_server: tuple[int, dict[str, Any]]) -> None:
     port, state = dns_server
     state["addrs"] = ["127.0.1.1", "127.0.2.1"]
-    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=8)
+    # Its server is a thread of this process: wait for every answer however loaded the machine.
+    src = UdpDns(server="127.0.0.1", port=port, fqdn="app.gameday.test", samples=8, timeout=10.0)
     assert isinstance(src, DnsSource)
     r = asyncio.run(src.read())
     assert r.ok and r.ttl == 5
