@@ -30,6 +30,8 @@ Component = Callable[..., subprocess.Popen[bytes]]
 
 FAST = {"probe_interval": 0.1, "probe_timeout": 0.08, "fall": 3, "rise": 2, "stale_after": 1.0,
         "request_budget": 0.5}
+BUDGET_CLIENT_SLACK_S = 0.3
+"""What a request that uses its whole budget may take on top of it, seen from the test's clock."""
 
 
 # -- test infrastructure ------------------------------------------------------------------
@@ -366,7 +368,12 @@ def test_killed_instance_costs_exactly_one_retry_in_another_region(
     body = r.json()
     assert [a["target"] for a in body["attempts"]] == ["a/a-2", "b/gateway"]
     assert {a["error"] for a in body["attempts"]} == {"timeout"}
-    assert dt < 0.5, f"failed request took {dt * 1000:.0f} ms"
+    # The gateway spends its whole budget here by design (0.5 s less a 20 ms margin), so the
+    # client's clock adds the HTTP round trip and scheduling on top (once 502 ms at load ~6):
+    # judged against the budget plus that slack; without the budget it would take the 2 s the
+    # upstream asked for.
+    budget = FAST["request_budget"]
+    assert budget - 0.05 <= dt < budget + BUDGET_CLIENT_SLACK_S, f"failed request took {dt * 1000:.0f} ms"
     assert r.headers["X-Route-Version"] == str(cp.version)
 
 
