@@ -17,6 +17,7 @@ Every error gameday raises on purpose derives from :class:`GamedayError`::
     │   └── DrillLockTimeout        another process's drill held the federation's drill lock too long
     ├── DrillLockError              the drill lock cannot be taken at all (its file, or held by this process)
     ├── ReportError                 `gameday report`: no results, unreadable results, the generator failed
+    ├── HarnessStarved              a verdict's observation was starved (inconclusive: neither pass nor fail)
     └── TransientError              a retryable failure (timeouts, connection refused)
 
 SLO breaches are *not* errors: they are plain ``AssertionError`` whose message says
@@ -146,6 +147,19 @@ class DrillLockTimeout(DrillRefused):
 class DrillLockError(GamedayError):
     """The drill lock cannot be taken at all: its file cannot be opened or locked, or this
     very process already holds it (a second drill inside the first); nothing was injected."""
+
+
+class HarnessStarved(GamedayError):
+    """A verdict that would have failed was observed by a starved harness: *inconclusive*.
+
+    The observer could not read the federation at the rate the figure's resolution needs (its
+    own loop, or a source that answered but was read at under half the asked rate or with a
+    long gap: the machine, not the federation, was too busy). The federation is neither passed
+    nor failed; the message names the measured rates and gaps and what the verdict would have
+    said (:mod:`gameday.verdicts.harness`). Not an ``AssertionError``: pytest reports the test
+    ``INCONCLUSIVE``, Allure *broken* in its own category, the run exits 6
+    (:data:`gameday.verdicts.harness.EXIT_INCONCLUSIVE`) when every failure is one, and a CI
+    may rerun it once (``--only-rerun HarnessStarved``)."""
 
 
 class TransientError(GamedayError):

@@ -37,6 +37,7 @@ from gameday.errors import GamedayError
 from gameday.runtime import settings
 from gameday.runtime.interrupts import ACK_ENV, HANDLED, READY, ledger_pending, signal_name
 from gameday.runtime.procs import RUN_DIR_ENV, run_token, spawn
+from gameday.verdicts.harness import EXIT_INCONCLUSIVE
 
 DEFAULT_REPORTS = Path("reports")
 
@@ -331,6 +332,10 @@ class _Supervisor:
                       f"gameday: nothing was pending in the ledger from it ({self.ledger})")
             return 128 + got if got is not None else 128 - rc
         if got is None:
+            if rc == EXIT_INCONCLUSIVE:
+                self._say("gameday: inconclusive: harness starved: the observer could not read the federation at "
+                          f"the rate its figures need, so no verdict failed the federation (exit {rc}); run the "
+                          "drill again on a less busy machine")
             return rc
         reverted = [w for w in self.in_effect if w not in left]
         how = f"exited with code {rc}" if rc >= 0 else f"was killed by {signal.Signals(-rc).name}"
@@ -443,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(fn=_cmd_up)
     dr = sub.add_parser("drill", help="run the headline random-gateway drill under load and print verdicts",
                         description="Runs suites/gameday/test_gateway_outage.py through pytest on the "
-                        "default local target. Extra arguments are passed to pytest.")
+                        "default local target. Extra arguments are passed to pytest. Exit status: pytest's "
+                        f"(0 passed, 1 a verdict failed), {EXIT_INCONCLUSIVE} when every failure was "
+                        "inconclusive (the harness was starved: neither pass nor fail), 128 + N after signal N.")
     dr.add_argument("--seed", type=settings.cli_type("seed"),
                     help="seed for the region pick (default: random, printed)")
     dr.add_argument("--topology", type=settings.cli_type("topology"),

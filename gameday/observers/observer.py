@@ -17,7 +17,10 @@ import asyncio
 import logging
 import threading
 import time
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Coroutine
+from itertools import pairwise
 from typing import Any
 
 import aiohttp
@@ -43,14 +46,18 @@ from gameday.observers.sources import (
     Sources,
     UtilisationSource,
 )
+from gameday.verdicts.harness import OBSERVER
 
 log = logging.getLogger(__name__)
 
 
 class _Counter:
-    """Per-source counts, touched only from the observer's event loop."""
+    """Per-source counts, touched only from the observer's event loop. Each completed read's
+    time and whether it was answered are kept (8 + 1 bytes a read: an hour of 60 sources at
+    10 Hz is 19 MB), so the rate over any window (the fault's) can be told afterwards."""
 
-    __slots__ = ("answered", "description", "last", "last_error", "max_gap", "nominal", "polls", "skipped")
+    __slots__ = ("answered", "description", "last", "last_error", "max_gap", "nominal", "oks", "polls", "skipped",
+                 "times")
 
     def __init__(self, description: str, nominal: float) -> None:
         self.description = description
@@ -59,6 +66,8 @@ class _Counter:
         self.last: float | None = None
         self.max_gap = 0.0
         self.last_error: str | None = None
+        self.times = array("d")
+        self.oks = bytearray()
 
     def done(self, t: float, ok: bool, error: str | None = None) -> None:
         self.polls += 1
@@ -67,6 +76,20 @@ class _Counter:
             self.max_gap = max(self.max_gap, t - self.last)
         self.last = t
         self.last_error = error
+        self.times.append(t)
+        self.oks.append(ok)
+
+    def rate(self, key: str, lo: float, hi: float) -> PollRate:
+        """This source's rate over [*lo*, *hi*]: the reads completed in it, and the longest gap
+        counted from *lo* to the first read and from the last read to *hi* as well."""
+        i, j = bisect_left(self.times, lo), bisect_right(self.times, hi)
+        times = self.times[i:j]
+        span = max(hi - lo, 1e-9)
+        edges = [lo, *times, hi]
+        gap = max(b - a for a, b in pairwise(edges))
+        answered = sum(self.oks[i:j])
+        return PollRate(key, self.description, self.nominal, len(times) / span, len(times), answered,
+                        0, gap, self.last_error, answered_hz=answered / span)
 
 
 class Observer:
@@ -114,7 +137,9 @@ class Observer:
         self.error: BaseException | None = None
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
         hz = 1.0 / interval
-        self._counts: dict[str, _Counter] = {n.name: _Counter(n.describe(), hz) for n in sources.entry_nodes}
+        # The observer's own loop first: its rate is the harness's (gameday.verdicts.harness).
+        self._counts: dict[str, _Counter] = {OBSERVER: _Counter("the observer's loop (this process)", hz)}
+        self._counts |= {n.name: _Counter(n.describe(), hz) for n in sources.entry_nodes}
         self._counts["dns"] = _Counter(sources.dns.describe(), hz)
         if sources.control_plane is not None:
             self._counts["control_plane"] = _Counter(sources.control_plane.describe(), hz)
@@ -145,15 +170,22 @@ class Observer:
             if isinstance(a, Closeable):
                 a.close()
 
-    def poll_rates(self) -> dict[str, PollRate]:
-        """Each source's achieved rate so far (over the whole run once stopped).
+    def poll_rates(self, since: float | None = None) -> dict[str, PollRate]:
+        """Each source's achieved rate so far (over the whole run once stopped), or over the
+        window from *since* (a monotonic time: the fault's) to the stop or now, where the
+        longest gap includes the stretches before the first and after the last read.
 
-        Read from another thread while the observer runs: the counts are plain integers,
-        so a snapshot may be one poll behind, never inconsistent in a way that matters.
+        Read from another thread while the observer runs: the counts are plain integers and
+        arrays only appended to, so a snapshot may be one poll behind, never inconsistent in a
+        way that matters.
         """
         if self._started is None:
             return {}
-        span = max((self._stopped or time.monotonic()) - self._started, 1e-9)
+        end = self._stopped or time.monotonic()
+        if since is not None:
+            lo = max(since, self._started)
+            return {k: c.rate(k, lo, max(end, lo)) for k, c in list(self._counts.items())}
+        span = max(end - self._started, 1e-9)
         return {k: PollRate(k, c.description, c.nominal, c.polls / span, c.polls, c.answered, c.skipped,
                             c.max_gap, c.last_error, answered_hz=c.answered / span)
                 for k, c in list(self._counts.items())}
@@ -177,6 +209,7 @@ class Observer:
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False) as http:
             next_tick = time.monotonic()
             while not self._stop.is_set():
+                self._counts[OBSERVER].done(time.monotonic(), True)
                 self._tick(http)
                 self.ticks += 1
                 if self.on_tick is not None:

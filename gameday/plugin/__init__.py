@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from gameday.errors import ConfigError
+from gameday.errors import ConfigError, HarnessStarved
 from gameday.plugin import reporting as greporting
 from gameday.plugin import session as gsession
 from gameday.runtime.interrupts import give_every_frame_a_line
 from gameday.runtime.settings import OPTIONS, SLO, ExistingFile, OptionSpec, Settings, WritableDirectory, resolve
+from gameday.verdicts.harness import EXIT_INCONCLUSIVE
 
 # The conformance fixtures (view, timing, converge_s, settled, full_weight) are part of the
 # plugin, so shipped rule checks can be selected into a team's own test modules.
@@ -193,7 +194,17 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     greporting.annotate_report(item, report)
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(HarnessStarved):
+        greporting.mark_inconclusive(item, report, str(call.excinfo.value))
     return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, Any] | None:
+    # A starved harness is neither a pass nor a fail of the federation: its own word and letter
+    # (the report stays failed: the run does not pass, and exits 6 when nothing else failed).
+    if report.failed and greporting.is_inconclusive(report):
+        return "inconclusive", "I", ("INCONCLUSIVE", {"yellow": True})
+    return None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -232,6 +243,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[
             pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         # A signal arrived (its exception may have been swallowed): the run never passes.
         session.exitstatus = pytest.ExitCode.INTERRUPTED
+    stats = getattr(session.config.pluginmanager.get_plugin("terminalreporter"), "stats", {})
+    if session.exitstatus == pytest.ExitCode.TESTS_FAILED and stats.get("inconclusive") \
+            and not stats.get("failed") and not stats.get("error") and not (state is not None and state.regressed):
+        # Every failure was a starved harness: say so in the exit status (not a failed federation).
+        session.exitstatus = EXIT_INCONCLUSIVE
     return result
 
 

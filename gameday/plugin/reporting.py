@@ -42,7 +42,17 @@ from gameday.plugin.session import (
 from gameday.reports import allure_attach, plots, rawdata, reporting, table
 from gameday.reports.history import append_history
 from gameday.runtime.interrupts import ledger_pending, signal_name
+from gameday.verdicts import harness
 from gameday.verdicts.result import DrillResult
+
+INCONCLUSIVE_PROPERTY = "gameday_inconclusive"
+"""The user property (and JUnit property) a test whose failure was a starved harness carries."""
+INCONCLUSIVE_KEY = pytest.StashKey[str]()
+"""On a test's item: why its call was inconclusive (the teardown report carries it to JUnit)."""
+INCONCLUSIVE_LOG_ENV = "GAMEDAY_INCONCLUSIVE_LOG"
+"""Where set, every inconclusive test appends one JSON line (``nodeid``, ``reason``) to this file:
+for a wrapper or a CI that reruns only what a starved harness left undecided (gameday's own
+tests rerun such an outer test once)."""
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +143,11 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
             report.user_properties.append(("gameday_software", json.dumps(state.software)))
             state.software_sent = True
         # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
+        if INCONCLUSIVE_KEY in item.stash:  # JUnit writes the teardown report's properties
+            report.user_properties.append((INCONCLUSIVE_PROPERTY, item.stash[INCONCLUSIVE_KEY]))
         for res in item.stash.get(RESULTS_KEY, []):
+            if res.window_rates:  # how well the harness kept up: the observer's achieved rates
+                report.user_properties.append(("gameday_harness", json.dumps(harness.summary(res.window_rates))))
             report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
             report.user_properties += [
                 ("gameday_vs_prediction", f"{v.name.removesuffix('_vs_prediction')}: {v.outcome} {v.figure} "
@@ -144,6 +158,27 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
         rule = marker.args[0] if marker.args else marker.kwargs.get("rule", "?")
         title = marker.args[1] if len(marker.args) > 1 else marker.kwargs.get("title", "")
         report.user_properties.append(("gameday_conformance", json.dumps({"rule": rule, "title": title})))
+
+
+def mark_inconclusive(item: pytest.Item, report: pytest.TestReport, reason: str) -> None:
+    """*report* failed on a starved harness (:class:`gameday.errors.HarnessStarved`): say so in
+    its properties (they travel through xdist, and reach JUnit) and, where asked, in the log of
+    :data:`INCONCLUSIVE_LOG_ENV`."""
+    first = reason.splitlines()[0][:1000] if reason else "harness starved"
+    report.user_properties.append((INCONCLUSIVE_PROPERTY, first))
+    item.stash[INCONCLUSIVE_KEY] = first
+    path = os.environ.get(INCONCLUSIVE_LOG_ENV)
+    if path:
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"nodeid": item.nodeid, "reason": first}) + "\n")
+        except OSError as exc:
+            log.warning("could not append to %s=%s: %r", INCONCLUSIVE_LOG_ENV, path, exc)
+
+
+def is_inconclusive(report: pytest.TestReport) -> bool:
+    """The report is a failure that :func:`mark_inconclusive` marked."""
+    return any(k == INCONCLUSIVE_PROPERTY for k, _ in getattr(report, "user_properties", ()))
 
 
 def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
@@ -165,7 +200,8 @@ def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
 def terminal_summary(tr: Any, state: SessionState) -> None:
     drills: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []
-    reasons = {rep.nodeid: table.one_line_reason(rep) for rep in tr.stats.get("failed", [])
+    reasons = {rep.nodeid: table.one_line_reason(rep)
+               for rep in [*tr.stats.get("failed", []), *tr.stats.get("inconclusive", [])]
                if getattr(rep, "when", "call") in ("call", "setup")}
     for reports in tr.stats.values():
         for rep in reports:
@@ -176,7 +212,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
                     state.software.update(json.loads(value))
                 elif key == "gameday_conformance":
                     entry = json.loads(value)
-                    entry["outcome"] = rep.outcome
+                    entry["outcome"] = "inconclusive" if is_inconclusive(rep) else rep.outcome
                     entry["test"] = rep.nodeid
                     entry["reason"] = table.one_line_reason(rep)
                     rules.append(entry)
@@ -198,6 +234,14 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
     if drills or rules:
         for line in finish_reports(tr.config, state, drills, set(reasons)):
             tr.write_line(line)
+    starved = [rep for rep in tr.stats.get("inconclusive", []) if getattr(rep, "when", "call") in ("call", "setup")]
+    if starved:
+        tr.write_sep("=", "gameday: inconclusive (harness starved: neither pass nor fail of the federation)")
+        for rep in starved:  # the whole message: pytest shows no traceback for this outcome
+            crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
+            tr.write_line(f"INCONCLUSIVE {rep.nodeid} - {crash.message if crash else table.one_line_reason(rep)}")
+        tr.write_line("the observer could not read the federation at the rate its figures need (a busy machine); "
+                      "run it again on a quieter one, or with fewer parallel drills")
     if state.interrupts.first is not None:
         tr.write_sep("=", "gameday: interrupted")
         for line in interruption_summary(state):

@@ -278,6 +278,8 @@ CATEGORIES: list[dict[str, Any]] = [
      "messageRegex": r"(?s).*\bRestoreIncomplete\b.*"},
     {"name": "Refused drills", "matchedStatuses": ["broken", "failed", "skipped"],
      "messageRegex": r"(?s).*\b(DrillRefused|DrillLockTimeout)\b.*"},
+    {"name": "Inconclusive: harness starved (neither pass nor fail)", "matchedStatuses": ["broken", "failed"],
+     "messageRegex": r"(?s).*\bHarnessStarved\b.*"},
     {"name": "Switchover regressions", "matchedStatuses": ["failed", "passed"],
      "messageRegex": r"(?s)REGRESSION: switchover.*"},
     {"name": "SLO breaches (a verdict failed)", "matchedStatuses": ["failed"],

@@ -86,14 +86,18 @@ def history_rows(drills: list[dict[str, Any]], *, run: str, commit: str | None, 
     for d in drills:
         nodeid = str(d.get("test", ""))
         verdicts = d.get("verdicts") or []
-        passed = (not any(v.get("outcome") == "fail" for v in verdicts) and not d.get("aborted")
+        passed = (not any(v.get("outcome") in ("fail", "inconclusive") for v in verdicts) and not d.get("aborted")
                   and not d.get("casualty") and nodeid not in failed_tests)
+        # An inconclusive drill (a starved harness) is no figure of the federation: kept out of
+        # the trend and the regression verdict, as an aborted one is.
+        inconclusive = any(v.get("outcome") == "inconclusive" for v in verdicts)
         rows.append(HistoryRow(time=stamp, run=run, commit=commit, target=ctx["target"], topology=ctx["topology"],
                                seed=int(d.get("seed") or settings.seed), test=nodeid.split("[", maxsplit=1)[0],
                                fault=str(d.get("fault")), region=str(d.get("region") or "-"),
                                round=int(d.get("round") or 0), switchover_s=_value(d, "switchover"),
                                dns_converge_s=_value(d, "dns_convergence"),
                                client_recovery_s=_value(d, "client_recovery"), passed=passed,
-                               aborted=str(d["aborted"]) if d.get("aborted") else None,
+                               aborted=str(d["aborted"]) if d.get("aborted") else
+                               "inconclusive: harness starved" if inconclusive else None,
                                predicted_s=_predicted(d), vs_prediction=_vs(d)))
     return rows

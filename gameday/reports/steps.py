@@ -51,13 +51,15 @@ class NoSteps:
 
 def verdict_title(v: Verdict) -> str:
     """``verdict switchover: PASS 2.31 s ± 0.10 s (limit 180 s)``."""
-    head = {"pass": "PASS", "fail": "FAIL", "n/a": "N/A"}[v.outcome]
+    head = {"pass": "PASS", "fail": "FAIL", "n/a": "N/A", "inconclusive": "INCONCLUSIVE"}[v.outcome]
     fig = " ".join(p for p in (v.figure, v.resolution) if p)
     judged = ", ".join(p for p in (f"limit {v.limit}" if v.limit else "",
                                    f"false-failure probability <= {v.false_failure}" if v.false_failure else "") if p)
     text = f"verdict {v.name}: {head}" + (f" {fig}" if fig else "") + (f" ({judged})" if judged else "")
     if v.outcome == "n/a":
         text += f": {v.detail}"
+    if v.outcome == "inconclusive":
+        text += ": harness starved"
     return text
 
 

@@ -26,13 +26,19 @@ def drill_rows(drills: list[dict[str, Any]]) -> list[list[str]]:
         load = d.get("load") or {}
         rows.append([
             str(d.get("test", "")).split("::")[-1],
-            str(d.get("fault")) + (" (ABORTED)" if d.get("aborted") else ""),
+            str(d.get("fault")) + (" (ABORTED)" if d.get("aborted") else "")
+            + (" (INCONCLUSIVE)" if inconclusive(d) else ""),
             str(d.get("region") or "-"),
             *(k.cell_of(d) for k in columns),
             _vs_history(d),
             f"{load.get('achieved_rps', '-')}/{load.get('target_rps', '-')}" if load else "-",
         ])
     return rows
+
+
+def inconclusive(d: dict[str, Any]) -> bool:
+    """A verdict of drill *d* was inconclusive: the harness was starved when it would have failed."""
+    return any(v.get("outcome") == "inconclusive" for v in d.get("verdicts") or [])
 
 
 def render(rows: list[list[str]]) -> list[str]:
@@ -51,7 +57,8 @@ def render_drills(drills: list[dict[str, Any]], reasons: dict[str, str] | None =
     out = render(drill_rows(drills))
     for nodeid, reason in (reasons or {}).items():
         if any(d.get("test") == nodeid for d in drills):
-            out.append(f"FAILED {nodeid.split('::')[-1]}: {reason}")
+            how = "INCONCLUSIVE (harness starved: neither pass nor fail)" if "HarnessStarved" in reason else "FAILED"
+            out.append(f"{how} {nodeid.split('::')[-1]}: {reason}")
     for d in drills:
         reg = d.get("regression")
         if isinstance(reg, dict) and reg.get("status") == "regression":
@@ -64,6 +71,11 @@ def behind_lines(drills: list[dict[str, Any]]) -> list[str]:
     they set are known only to the gaps between their polls (each figure's detail says so)."""
     out = []
     for d in drills:
+        starved = [f"{k} {s['achieved_hz']:.1f}/{s['nominal_hz']:g} Hz, gap {s['max_gap_s']:.2f} s"
+                   for k, s in ((d.get("harness") or {}).get("sources") or {}).items() if s.get("starved")]
+        if starved:
+            out.append(f"{str(d.get('test', '')).split('::')[-1]} ({d.get('fault')}): harness starved during the "
+                       f"fault (a failing verdict is inconclusive): {', '.join(starved[:6])}")
         rates = d.get("poll_rates") or {}
         behind = [f"{k} {rates[k]['achieved_hz']:.1f}/{rates[k]['nominal_hz']:g} Hz"
                   for k in d.get("sources_behind") or [] if k in rates]
@@ -111,7 +123,7 @@ def one_line_reason(rep: Any) -> str:
 
 def render_conformance(rules: list[dict[str, Any]]) -> list[str]:
     """Rules passed, failed and skipped, each with its rule id and a one-line reason."""
-    order = {"failed": 0, "skipped": 1, "passed": 2}
+    order = {"failed": 0, "inconclusive": 1, "skipped": 2, "passed": 3}
     # One line per test; a rule may have several tests.
     rows = [["rule", "result", "check", "reason"]]
     for r in sorted(rules, key=lambda r: (_rule_num(r["rule"]), order.get(r["outcome"], 3))):
@@ -121,10 +133,11 @@ def render_conformance(rules: list[dict[str, Any]]) -> list[str]:
     for r in rules:
         counts[r["outcome"]].add(r["rule"])
     failed_rules = counts["failed"]
-    passed_rules = counts["passed"] - failed_rules
-    skipped_rules = counts["skipped"] - failed_rules - passed_rules
-    head = (f"rules passed {len(passed_rules)}, failed {len(failed_rules)}, skipped {len(skipped_rules)} "
-            f"({len(rules)} checks)")
+    inconclusive_rules = counts["inconclusive"] - failed_rules
+    passed_rules = counts["passed"] - failed_rules - inconclusive_rules
+    skipped_rules = counts["skipped"] - failed_rules - passed_rules - inconclusive_rules
+    head = (f"rules passed {len(passed_rules)}, failed {len(failed_rules)}, skipped {len(skipped_rules)}"
+            + (f", inconclusive {len(inconclusive_rules)}" if inconclusive_rules else "") + f" ({len(rules)} checks)")
     return [head, *render(rows)]
 
 

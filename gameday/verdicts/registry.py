@@ -203,6 +203,8 @@ def asserted(d: Summary, name: str) -> str | None:
         return None
     if any(v["outcome"] == "fail" for v in outcomes):
         return "FAIL"
+    if any(v["outcome"] == "inconclusive" for v in outcomes):
+        return "INCONCLUSIVE"
     if all(v["outcome"] == "n/a" for v in outcomes):
         return NA + str(outcomes[0].get("detail", ""))
     return "ok"
@@ -285,6 +287,8 @@ def _vs_prediction_figures(d: Summary) -> str:
         if v.get("outcome") == "fail":
             bad.append(f"{_SHORT.get(name, name)} {'+' if how == 'late' else '-'}{by or 0:.2f}s {how}"
                        if how in ("late", "early") else f"{_SHORT.get(name, name)} {how}")
+    if not bad and any(v.get("outcome") == "inconclusive" for v in cells.values()):
+        return "INCONCLUSIVE (harness starved)"
     if not bad:
         na = [_SHORT.get(n, n) for n, v in cells.items() if v.get("outcome") == "n/a"]
         return "ok" + (f" ({', '.join(na)} n/a)" if na else "")

@@ -13,6 +13,12 @@ asserted verdict was not applicable is reported skipped (:mod:`gameday.plugin.re
 Which verdicts exist, what each needs and how it is shown is one table,
 :data:`gameday.verdicts.registry.VERDICTS` (its docstring says how to add one); a verdict
 registered there with a ``check`` is asserted by :meth:`DrillResult.assert_verdict`.
+
+A verdict that would fail while the harness was starved over the fault's window (the observer
+could not read at the rate the figure's resolution needs, :mod:`gameday.verdicts.harness`) is
+*inconclusive*: recorded ``inconclusive`` with the measured rates and gaps and what it would
+have said, and raised as :class:`gameday.errors.HarnessStarved`, not ``AssertionError``: the
+federation is neither passed nor failed on what a busy machine did to the measurement.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from gameday.errors import HarnessStarved
 from gameday.model.timeline import Casualty, FaultWindow, Timeline
 from gameday.runtime.settings import SLO
+from gameday.verdicts import harness
 from gameday.verdicts.capacity import dynamic_headroom, stale_alarms, static_headroom
 from gameday.verdicts.measure import (
     Check,
@@ -52,7 +60,9 @@ class Verdict:
     name: str
     """The verdict's name in :data:`~gameday.verdicts.registry.VERDICTS` (``switchover``,
     ``versions``, ...; ``<figure>_vs_prediction`` for the predicted windows)."""
-    outcome: Literal["pass", "fail", "n/a"]
+    outcome: Literal["pass", "fail", "n/a", "inconclusive"]
+    """``inconclusive``: it would have failed, but the harness was starved (the detail says how,
+    and what it would have said); neither a pass nor a fail of the federation."""
     detail: str = ""
     """The failure message, the reason it is not applicable, or for a pass what it was judged on
     where a part of it had no input (the headroom's utilisation without a utilisation source)."""
@@ -87,11 +97,15 @@ class _Measured:
     detail: str = ""
     """For a pass: what it was judged on, where part of its input was missing."""
     false_failure: str = ""
+    borderline: bool = False
+    """A pass that its figure's resolution does not settle (the limit lies within it): with a
+    starved harness, whose resolution is wider than asked for, that pass is inconclusive."""
 
     def duration(self, f: Figure, limit: float) -> None:
         self.figure = "not reached" if f.value is None else f"{f.value:.2f} s"
         self.resolution = "" if f.value is None else f"± {f.resolution:.2f} s"
         self.limit = f"{limit:g} s"
+        self.borderline = f.value is not None and f.value <= limit < f.value + f.resolution
 
 
 VerdictHook = Callable[["Verdict", BaseException | None], None]
@@ -156,7 +170,14 @@ class DrillResult:
     clock_uncertainty: float = 0.0
     """How far request records may be off the harness's clock (remote load workers), seconds."""
     poll_rates: Mapping[str, PollRate] = field(default_factory=dict)
-    """Per source, its achieved poll rate (filled in when the fault's block ends)."""
+    """Per source, its achieved poll rate over the observer's life (filled in when the fault's
+    block ends)."""
+    window_rates: Mapping[str, PollRate] = field(default_factory=dict)
+    """Per source (and the observer's own loop), its rate from ``t_fault`` to the end of the
+    observation (filled in when the fault's block ends): what :meth:`starvation` judges."""
+    rates_since: Callable[[float], Mapping[str, PollRate]] | None = None
+    """The observer's rates from a time to now, for a verdict asserted inside the fault's block
+    (before :attr:`window_rates` is filled in); None: not observed by a live observer."""
     prediction: Prediction | None = None
     """The windows the federation's own timing predicts for this drill (None: no prediction
     was made, e.g. a fault that takes no region out); :meth:`assert_as_predicted` judges them."""
@@ -235,10 +256,33 @@ class DrillResult:
         try:
             yield m
         except AssertionError as exc:
-            self._record(Verdict(name, "fail", str(exc).splitlines()[0][:300] if str(exc) else "",
-                                 m.figure, m.resolution, m.limit, m.false_failure), exc)
+            first = str(exc).splitlines()[0][:300] if str(exc) else ""
+            if starved := self.starvation():
+                inconclusive = self._inconclusive(name, first, starved)
+                self._record(Verdict(name, "inconclusive", str(inconclusive), m.figure, m.resolution, m.limit,
+                                     m.false_failure), inconclusive)
+                raise inconclusive from exc
+            self._record(Verdict(name, "fail", first, m.figure, m.resolution, m.limit, m.false_failure), exc)
             raise
+        if m.borderline and (starved := self.starvation()):
+            inconclusive = self._inconclusive(name, f"{m.figure} {m.resolution} against {m.limit}: the limit lies "
+                                                    "within the widened resolution", starved)
+            self._record(Verdict(name, "inconclusive", str(inconclusive), m.figure, m.resolution, m.limit,
+                                 m.false_failure), inconclusive)
+            raise inconclusive
         self._record(Verdict(name, "pass", m.detail, m.figure, m.resolution, m.limit, m.false_failure), None)
+
+    def starvation(self) -> harness.Starvation:
+        """Whether the harness kept up over the fault's window (:mod:`gameday.verdicts.harness`):
+        the starved sources, empty when it did or when nothing was observed live."""
+        rates = self.window_rates
+        if not rates and self.rates_since is not None:
+            rates = self.rates_since(self.fault.t_fault)
+        return harness.assess(rates)
+
+    @staticmethod
+    def _inconclusive(name: str, would: str, starved: harness.Starvation) -> HarnessStarved:
+        return HarnessStarved(f"{name} inconclusive: {starved.describe()}; judged on that observation: {would}")
 
     def _record(self, v: Verdict, exc: BaseException | None) -> None:
         self.verdicts.append(v)
@@ -582,6 +626,18 @@ class DrillResult:
         fig = "not reached" if f.value is None else f"{f.value:.2f} s"
         res = "" if f.value is None else f"± {f.resolution:.2f} s"
         limit = f"predicted {w.shown()} (+ resolution + {self.slo.prediction_slack:g} s slack)"
+        if j.outcome == "pass" and f.value is not None and f.resolution > self.poll_interval \
+                and (starved := self.starvation()):
+            # A pass only because a starved harness widened the resolution (its tolerance) says
+            # nothing: judged at the resolution asked for, it would not have passed.
+            strict = judge(w, f.value, self.poll_interval, slack=self.slo.prediction_slack,
+                           injection_uncertainty=self.fault.injection_uncertainty)
+            if strict.outcome != "pass":
+                return Verdict(verdict, "inconclusive",
+                               str(self._inconclusive(verdict, f"{shown} {fig} ± {f.resolution:.2f} s is "
+                                                      f"{strict.outcome} against predicted {w.shown()} at the "
+                                                      f"{self.poll_interval:g} s resolution asked for", starved)),
+                               fig, res, limit), strict
         if j.outcome == "pass":
             return Verdict(verdict, "pass", "", fig, res, limit), j
         if j.outcome == "not reached" and self.fault.aborted:
@@ -612,13 +668,23 @@ class DrillResult:
         """
         out: list[Verdict] = []
         failed: list[str] = []
+        starved = self.starvation()
         for name in FIGURES:
             v = self.vs_prediction(name)
-            exc = AssertionError(f"{name} vs prediction: {v.detail}") if v.outcome == "fail" else None
+            exc: BaseException | None = None
+            if v.outcome == "inconclusive":  # a pass only at the resolution the starvation widened
+                exc = HarnessStarved(v.detail)
+                failed.append(v.detail)
+            if v.outcome == "fail":
+                exc = AssertionError(f"{name} vs prediction: {v.detail}")
+                if starved:
+                    exc = self._inconclusive(v.name, str(exc), starved)
+                    v = replace(v, outcome="inconclusive", detail=str(exc))
+                failed.append(str(exc))
             self._record(v, exc)
             out.append(v)
-            if exc is not None:
-                failed.append(str(exc))
+        if failed and starved:
+            raise HarnessStarved("not as predicted, inconclusive: " + "; ".join(failed))
         if failed:
             raise AssertionError("not as predicted: " + "; ".join(failed))
         return out
@@ -638,8 +704,11 @@ class DrillResult:
             out["prediction"] = self.prediction.as_dict()
             if self.removes_region and self.switchover_observed:
                 vs: dict[str, object] = {}
+                starved = bool(self.starvation())
                 for n in FIGURES:
                     verdict, j = self._vs_prediction(n)
+                    if starved and verdict.outcome == "fail":
+                        verdict = replace(verdict, outcome="inconclusive")
                     vs[n] = {"outcome": verdict.outcome, "how": j.outcome if j is not None else "n/a",
                              "by_s": round(j.by, 3) if j is not None else None, "detail": verdict.detail,
                              "window": self.prediction.window(n).shown()}
@@ -659,6 +728,8 @@ class DrillResult:
                                    {"region": peak[0], "utilisation": round(peak[1], 4),
                                     "limit": self.slo.utilisation_limit})
         out["verdicts"] = [v.as_dict() for v in self.verdicts]
+        if self.window_rates:
+            out["harness"] = harness.summary(self.window_rates)
         if self.poll_rates:
             out["poll_rates"] = {k: r.as_dict() for k, r in self.poll_rates.items()}
             behind = sorted(k for k, r in self.poll_rates.items() if r.behind)

@@ -128,7 +128,7 @@ def test_the_observer_records_every_source_with_its_stamps_and_rates(
     assert [a.event for a in tl.alarms] == ["stale_snapshot"]
 
     rates = obs.poll_rates()
-    assert set(rates) == {"gateway-a", "edge-b", "slow-b", "dns", "control_plane", "alarms " +
+    assert set(rates) == {"observer", "gateway-a", "edge-b", "slow-b", "dns", "control_plane", "alarms " +
                           sources.alarms[0].describe()}
     assert rates["gateway-a"].achieved_hz > 7 and not rates["gateway-a"].behind
     # The slow node answers 0.35 s after each poll, and is polled again at the next tick: about
@@ -151,7 +151,7 @@ def test_without_a_control_plane_source_nothing_is_polled_for_it(dns_server: tup
     time.sleep(0.5)
     obs.stop()
     assert tl.cp == [] and tl.nodes == [] and len(tl.dns) >= 3
-    assert set(obs.poll_rates()) == {"dns"}
+    assert set(obs.poll_rates()) == {"observer", "dns"}
 
 
 def _foreign_instance(base: str, i: str) -> HttpJsonUtilisation:

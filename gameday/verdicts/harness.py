@@ -1,0 +1,112 @@
+"""Was the harness able to observe? A starved harness makes a failing verdict *inconclusive*.
+
+Every figure is known to the resolution its sources were read at (DESIGN.md §4: at least every
+100 ms). On a busy machine the observer may not get there: its own loop falls behind, or a
+source that answers (a loopback GSLB, a surviving gateway) is read at half the asked rate with
+second-long gaps, because the CPU that both the observer and a co-located federation need is
+taken by something else. A verdict that fails then says something about the machine, not the
+federation, and must not blame the federation: it is recorded ``inconclusive`` with the rates
+and gaps measured, and raises :class:`gameday.errors.HarnessStarved` (never an
+``AssertionError``). A verdict that passes with a starved harness stays a pass: its figure was
+within the limit at the (wider) resolution it states.
+
+What counts (:func:`assess`), over the fault's window only (a slow bring-up does not matter):
+
+- ``observer``: the observer's own loop (ticks), always: its rate is the harness's;
+- every other source whose every read in the window was answered (a read that failed or hung
+  is the fault's doing: a stopped gateway, a blackholed region), read at under
+  :data:`STARVED_RATE` of its nominal rate, or with a gap longer than :data:`STARVED_GAP_S`
+  (or :data:`STARVED_GAP_POLLS` of its own intervals, for slower sources).
+
+On loopback a read takes milliseconds: a source that answers every read but is read at half
+its rate is held back by CPU, on the harness's side or on the federation's (which shares the
+machine on the local target). A remote source that is slow to answer for real shows the same
+way; its figures cannot be known to DESIGN.md's resolution either, and the verdict says so
+rather than fail the federation on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gameday.model.timeline import PollRate
+
+STARVED_RATE = 0.5
+"""A source read at under this share of its nominal rate is starved (the issue's "under half
+the asked rate"): the figure's resolution is at least twice what DESIGN.md asks."""
+STARVED_GAP_S = 1.0
+"""A 10 Hz source with a gap between two reads longer than this (seconds) is starved: five of
+the reference federation's 0.2 s probe intervals, ten observer ticks passed unobserved."""
+STARVED_GAP_POLLS = 5
+"""For a slower source (utilisation at 2 Hz) the gap limit is this many of its own intervals."""
+OBSERVER = "observer"
+"""The observer's own loop in :meth:`gameday.observers.observer.Observer.poll_rates`."""
+EXIT_INCONCLUSIVE = 6
+"""The exit status of a run whose only failures were inconclusive (pytest uses 0-5)."""
+INCONCLUSIVE = "inconclusive"
+"""The outcome a verdict is recorded with (beside ``pass``, ``fail``, ``n/a``)."""
+
+
+def gap_limit(rate: PollRate) -> float:
+    """The longest gap between two reads of *rate*'s source that is not starvation, seconds."""
+    if rate.nominal_hz <= 0:
+        return float("inf")
+    return max(STARVED_GAP_S, STARVED_GAP_POLLS / rate.nominal_hz)
+
+
+def is_starved(rate: PollRate) -> bool:
+    """*rate* (one source over the window) was starved: read too rarely or with too long a gap,
+    though it answered every read (the observer's loop: always judged)."""
+    if rate.nominal_hz <= 0 or (rate.source != OBSERVER and rate.answered < rate.polls):
+        return False
+    if rate.source != OBSERVER and rate.polls == 0:
+        return False  # never read in the window: the figure says "not observed", not this
+    return rate.achieved_hz < STARVED_RATE * rate.nominal_hz or rate.max_gap_s > gap_limit(rate)
+
+
+def describe(rate: PollRate) -> str:
+    """``dns read 4.9 times/s of 10 asked (longest gap 1.07 s, limit 1.00 s)``."""
+    what = "the observer's loop ran" if rate.source == OBSERVER else f"{rate.source} was read"
+    return (f"{what} {rate.achieved_hz:.1f} times/s of {rate.nominal_hz:g} asked "
+            f"(longest gap {rate.max_gap_s:.2f} s, limit {gap_limit(rate):.2f} s)")
+
+
+@dataclass(frozen=True)
+class Starvation:
+    """What :func:`assess` found: the starved sources (empty: the harness kept up)."""
+
+    starved: tuple[PollRate, ...] = ()
+    window_s: float = 0.0
+    """How long the judged window was, seconds."""
+
+    def __bool__(self) -> bool:
+        return bool(self.starved)
+
+    def describe(self) -> str:
+        """``harness starved over the 12.3 s window: dns was read 4.9 times/s of 10 asked (...)``."""
+        parts = "; ".join(describe(r) for r in self.starved[:4])
+        more = f"; and {len(self.starved) - 4} more source(s)" if len(self.starved) > 4 else ""
+        return f"harness starved over the {self.window_s:.1f} s window: {parts}{more}"
+
+
+def window(rates: Mapping[str, PollRate]) -> float:
+    """How long the window of *rates* was, seconds (reads / rate of any source that was read)."""
+    return max((r.polls / r.achieved_hz for r in rates.values() if r.achieved_hz > 0), default=0.0)
+
+
+def assess(rates: Mapping[str, PollRate]) -> Starvation:
+    """The starved sources among *rates* (each over the fault's window), the observer's own
+    loop first, then the slowest."""
+    starved = [r for r in rates.values() if is_starved(r)]
+    starved.sort(key=lambda r: (r.source != OBSERVER, r.achieved_hz / r.nominal_hz if r.nominal_hz else 1.0))
+    return Starvation(tuple(starved), window(rates))
+
+
+def summary(rates: Mapping[str, PollRate]) -> dict[str, object]:
+    """For JUnit's ``gameday_harness`` property and figures-N.json: whether the harness was
+    starved, and each source's nominal and achieved rate and longest gap over the window."""
+    return {"starved": bool(assess(rates)), "window_s": round(window(rates), 2),
+            "sources": {k: {"nominal_hz": round(r.nominal_hz, 2), "achieved_hz": round(r.achieved_hz, 2),
+                            "max_gap_s": round(r.max_gap_s, 3), "starved": is_starved(r)}
+                        for k, r in rates.items()}}
