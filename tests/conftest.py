@@ -2,23 +2,58 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gameday.errors import HarnessStarved
 from gameday.fedapp.common import ADMIN_TOKEN_ENV, read_admin_token
 from gameday.fedapp.spec import FederationSpec
 from gameday.model.topology import load_topology, parse_topology
+from gameday.plugin.reporting import INCONCLUSIVE_LOG_ENV
 from gameday.targets.admin_token import issue_admin_token
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation
 
 pytest_plugins = ["pytester"]
+
+INCONCLUSIVE_LOG = pytest.StashKey[Path]()
+
+
+@pytest.fixture(autouse=True)
+def _inconclusive_log(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pytest or ``gameday drill`` this test starts appends its inconclusive tests (a starved
+    harness) to a file of this test's own (``GAMEDAY_INCONCLUSIVE_LOG``): see
+    :func:`pytest_runtest_makereport`."""
+    path = tmp_path_factory.mktemp("inconclusive") / "inconclusive.jsonl"
+    monkeypatch.setenv(INCONCLUSIVE_LOG_ENV, str(path))
+    request.node.stash[INCONCLUSIVE_LOG] = path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    """A test that failed while a drill it ran came out inconclusive (its inner run's harness was
+    starved, so it could not show what it checks) fails as that: ``HarnessStarved``, which make
+    test reruns once (``--only-rerun HarnessStarved``). Only then: any other failure stays as it is."""
+    path = item.stash.get(INCONCLUSIVE_LOG, None)
+    if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(HarnessStarved) \
+            and path is not None and path.exists() and path.read_text().strip():
+        inner = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        original = call.excinfo.value
+        starved = HarnessStarved(f"inconclusive: a drill this test ran had a starved harness "
+                                 f"({inner[0]['nodeid']}: {inner[0]['reason']}), so the test could not "
+                                 f"show what it checks; it failed with {type(original).__name__}: "
+                                 f"{str(original).splitlines()[0][:300] if str(original) else ''}")
+        starved.__cause__ = original
+        call.excinfo = pytest.ExceptionInfo.from_exc_info((HarnessStarved, starved, original.__traceback__))
+    return (yield)
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -234,6 +234,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
     if drills or rules:
         for line in finish_reports(tr.config, state, drills, set(reasons)):
             tr.write_line(line)
+    # A test inconclusive after its rerun is listed here; one that passed then, under the reruns.
     starved = [rep for rep in tr.stats.get("inconclusive", []) if getattr(rep, "when", "call") in ("call", "setup")]
     if starved:
         tr.write_sep("=", "gameday: inconclusive (harness starved: neither pass nor fail of the federation)")
@@ -242,6 +243,12 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
             tr.write_line(f"INCONCLUSIVE {rep.nodeid} - {crash.message if crash else table.one_line_reason(rep)}")
         tr.write_line("the observer could not read the federation at the rate its figures need (a busy machine); "
                       "run it again on a quieter one, or with fewer parallel drills")
+    reruns = [rep for rep in tr.stats.get("rerun", []) if "HarnessStarved" in str(getattr(rep, "longrepr", ""))]
+    if reruns:  # pytest-rerunfailures (--only-rerun HarnessStarved): count them, say which and why
+        tr.write_sep("=", f"gameday: {len(reruns)} test run(s) inconclusive (harness starved) and rerun")
+        for rep in reruns:
+            crash = getattr(getattr(rep, "longrepr", None), "reprcrash", None)
+            tr.write_line(f"RERUN {rep.nodeid} - {crash.message[:400] if crash else 'HarnessStarved'}")
     if state.interrupts.first is not None:
         tr.write_sep("=", "gameday: interrupted")
         for line in interruption_summary(state):

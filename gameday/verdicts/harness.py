@@ -84,10 +84,14 @@ class Starvation:
         return bool(self.starved)
 
     def describe(self) -> str:
-        """``harness starved over the 12.3 s window: dns was read 4.9 times/s of 10 asked (...)``."""
-        parts = "; ".join(describe(r) for r in self.starved[:4])
-        more = f"; and {len(self.starved) - 4} more source(s)" if len(self.starved) > 4 else ""
-        return f"harness starved over the {self.window_s:.1f} s window: {parts}{more}"
+        """``harness starved over the 12.3 s window: dns was read 4.9 times/s of 10 asked (...)``;
+        where the observer's own loop was starved, that alone (its sources follow from it)."""
+        shown = self.starved[:1] if self.starved and self.starved[0].source == OBSERVER else self.starved[:3]
+        parts = "; ".join(describe(r) for r in shown)
+        more = len(self.starved) - len(shown)
+        what = ("source(s) with it" if shown[0].source == OBSERVER else "more source(s)") if shown else ""
+        tail = f", and {more} {what}" if more else ""
+        return f"harness starved over the {self.window_s:.1f} s window: {parts}{tail}"
 
 
 def window(rates: Mapping[str, PollRate]) -> float:

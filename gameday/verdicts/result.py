@@ -108,6 +108,9 @@ class _Measured:
         self.borderline = f.value is not None and f.value <= limit < f.value + f.resolution
 
 
+_JUDGED = "; judged on that observation: "
+"""Between what starved the harness and what a verdict would have said, in an inconclusive one."""
+
 VerdictHook = Callable[["Verdict", BaseException | None], None]
 """Called as each ``assert_*`` ends with its verdict and the assertion it raised (None: it
 passed or was not applicable); a report renders it (an Allure step that fails with it)."""
@@ -282,7 +285,7 @@ class DrillResult:
 
     @staticmethod
     def _inconclusive(name: str, would: str, starved: harness.Starvation) -> HarnessStarved:
-        return HarnessStarved(f"{name} inconclusive: {starved.describe()}; judged on that observation: {would}")
+        return HarnessStarved(f"{name} inconclusive: {starved.describe()}{_JUDGED}{would}")
 
     def _record(self, v: Verdict, exc: BaseException | None) -> None:
         self.verdicts.append(v)
@@ -674,17 +677,17 @@ class DrillResult:
             exc: BaseException | None = None
             if v.outcome == "inconclusive":  # a pass only at the resolution the starvation widened
                 exc = HarnessStarved(v.detail)
-                failed.append(v.detail)
+                failed.append(v.detail.split(_JUDGED, 1)[-1])
             if v.outcome == "fail":
                 exc = AssertionError(f"{name} vs prediction: {v.detail}")
+                failed.append(str(exc))
                 if starved:
                     exc = self._inconclusive(v.name, str(exc), starved)
                     v = replace(v, outcome="inconclusive", detail=str(exc))
-                failed.append(str(exc))
             self._record(v, exc)
             out.append(v)
         if failed and starved:
-            raise HarnessStarved("not as predicted, inconclusive: " + "; ".join(failed))
+            raise HarnessStarved(f"not as predicted, inconclusive: {starved.describe()}{_JUDGED}" + "; ".join(failed))
         if failed:
             raise AssertionError("not as predicted: " + "; ".join(failed))
         return out

@@ -13,7 +13,7 @@ import pytest
 from tests.workflows.tooling import ROOT, venv_tool
 
 ENVS = {
-    "py311": "pytest -n 3 --dist loadgroup tests",
+    "py311": "pytest -n 3 --dist loadgroup --reruns 1 --only-rerun HarnessStarved tests",
     "lint": "ruff check gameday tests suites bench conftest.py",
     "types": "mypy",
     "suites": "pytest suites",
