@@ -82,7 +82,7 @@ def test_a_verdict_that_would_fail_on_a_starved_harness_is_inconclusive_not_fail
     assert [v.outcome for v in healthy.verdicts] == ["fail", "fail", "pass"]
     # ... and the same figures observed by a starved harness say nothing about the federation.
     res = _starved(_result(switch_at=2.6, dns_at=2.6, cp_at=2.5, errors_until=3.5))
-    with pytest.raises(HarnessStarved, match="not as predicted, inconclusive: harness starved over the 10.0 s") as e:
+    with pytest.raises(HarnessStarved, match=r"not as predicted, inconclusive: harness starved over the 10\.0 s") as e:
         res.assert_as_predicted()
     assert not isinstance(e.value, AssertionError)
     assert "dns was read 4.9 times/s of 10 asked" in str(e.value)
