@@ -313,6 +313,7 @@ class Drill:
                 clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
                 utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
                 on_verdict=self.steps.verdict, prediction=prediction, rates_since=observer.poll_rates,
+                checks_since=observer.check_timeouts_since,
             )
             if self._lock_note is not None:
                 result.notes["drill lock"] = self._lock_note
@@ -373,6 +374,7 @@ class Drill:
                 if active is not None:
                     active.result.poll_rates = observer.poll_rates()
                     active.result.window_rates = observer.poll_rates(since=active.window.t_fault)
+                    active.result.window_check_timeouts = observer.check_timeouts_since(active.window.t_fault)
                     active.result.casualty = self._casualty
                     self.results.append(active.result)
                     if self.on_result is not None:

@@ -16,7 +16,7 @@ from gameday.errors import HarnessStarved
 from gameday.fedapp.common import ADMIN_TOKEN_ENV, read_admin_token
 from gameday.fedapp.spec import FederationSpec
 from gameday.model.topology import load_topology, parse_topology
-from gameday.plugin.reporting import INCONCLUSIVE_LOG_ENV
+from gameday.plugin.reporting import HARNESS_LOG_ENV, INCONCLUSIVE_LOG_ENV
 from gameday.targets.admin_token import issue_admin_token
 from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation
@@ -24,24 +24,40 @@ from gameday.targets.local.plan import plan_federation
 pytest_plugins = ["pytester"]
 
 INCONCLUSIVE_LOG = pytest.StashKey[Path]()
+HARNESS_LOG = pytest.StashKey[Path]()
 
 
 @pytest.fixture(autouse=True)
-def _inconclusive_log(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                      monkeypatch: pytest.MonkeyPatch) -> None:
+def _inner_run_logs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Every pytest or ``gameday drill`` this test starts appends its inconclusive tests (a starved
-    harness) to a file of this test's own (``GAMEDAY_INCONCLUSIVE_LOG``): see
-    :func:`pytest_runtest_makereport`."""
-    path = tmp_path_factory.mktemp("inconclusive") / "inconclusive.jsonl"
-    monkeypatch.setenv(INCONCLUSIVE_LOG_ENV, str(path))
-    request.node.stash[INCONCLUSIVE_LOG] = path
+    harness, ``GAMEDAY_INCONCLUSIVE_LOG``) and each drill's harness rates (``GAMEDAY_HARNESS_LOG``)
+    to files of this test's own: see :func:`pytest_runtest_makereport`."""
+    logs = tmp_path_factory.mktemp("inner-runs")
+    for env, key, name in ((INCONCLUSIVE_LOG_ENV, INCONCLUSIVE_LOG, "inconclusive.jsonl"),
+                           (HARNESS_LOG_ENV, HARNESS_LOG, "harness.jsonl")):
+        monkeypatch.setenv(env, str(logs / name))
+        request.node.stash[key] = logs / name
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     """A test that failed while a drill it ran came out inconclusive (its inner run's harness was
     starved, so it could not show what it checks) fails as that: ``HarnessStarved``, which make
-    test reruns once (``--only-rerun HarnessStarved``). Only then: any other failure stays as it is."""
+    test reruns once (``--only-rerun HarnessStarved``). Only then: any other failure stays as it is.
+
+    And at teardown, the harness rates of every drill the test ran go into its JUnit properties
+    (``gameday_harness``, one per drill, with the inner test's node id): how well the observers
+    kept up with the federations under test at this parallelism (bench/ci_under_load.py)."""
+    rates = item.stash.get(HARNESS_LOG, None)
+    if call.when == "teardown" and rates is not None and rates.exists():
+        report = yield
+        for line in rates.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                report.user_properties.append(("gameday_harness", json.dumps({**entry["harness"],
+                                                                             "inner": entry["nodeid"]})))
+        return report
     path = item.stash.get(INCONCLUSIVE_LOG, None)
     if call.when == "call" and call.excinfo is not None and not call.excinfo.errisinstance(HarnessStarved) \
             and path is not None and path.exists() and path.read_text().strip():

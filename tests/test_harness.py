@@ -150,3 +150,33 @@ def test_reports_say_inconclusive_and_why() -> None:
     assert categorise("broken", "gameday.errors.HarnessStarved: switchover inconclusive: ...") == \
         "Inconclusive: harness starved (neither pass nor fail)"
     assert categorise("failed", "AssertionError: switchover took 4 s") == "SLO breaches (a verdict failed)"
+
+
+def test_the_federation_s_own_checks_timing_out_on_an_untouched_region_is_starvation() -> None:
+    s = harness.assess(HEALTHY, {"a": 4, "b": 2, "c": 0}, untouched=("b", "c"))
+    assert s and s.check_timeouts == (("b", 2),)  # a is the region the drill broke: its timeouts are the fault
+    assert "health checks timed out against regions the drill did not touch (b: 2)" in s.describe()
+    assert not harness.assess(HEALTHY, {"a": 4}, untouched=("b", "c"))
+    # In a drill: a verdict that would fail is inconclusive, and the summary says why.
+    res = _result(switch_at=2.6, dns_at=2.6, cp_at=2.5, errors_until=3.5)
+    res.window_rates, res.window_check_timeouts = HEALTHY, {"b": 5, "c": 1}
+    res.capacity = {"a": None, "b": None, "c": None}  # b is the drill's region: c is untouched
+    with pytest.raises(HarnessStarved, match=r"did not touch \(c: 1\)"):
+        res.assert_as_predicted()
+    assert res.summary()["harness"]["check_timeouts"] == {"c": 1}  # type: ignore[index]
+
+
+def test_the_reference_gslb_counts_its_timed_out_probes() -> None:
+    from pathlib import Path
+
+    from gameday.fedapp.common import JsonLog
+    from gameday.fedapp.gslb import Gslb
+    from gameday.model.topology import load_topology
+    from gameday.targets.local.plan import plan_federation
+    from tests.fedapp.test_gslb import _Sink
+
+    g = Gslb(plan_federation(load_topology(), Path("/nonexistent")), JsonLog("gslb", _Sink()))
+    for ok, error in ((True, ""), (False, "timeout"), (False, "HTTP 503"), (False, "timeout")):
+        g.record_probe("b", ok, error)
+    regions = g.status()["regions"]
+    assert (regions["b"]["probe_timeouts"], regions["a"]["probe_timeouts"]) == (2, 0)

@@ -68,7 +68,7 @@ probes every ``factor x probe_interval`` (slower than the topology states).
 
 ``/status`` JSON (``version``, ``regions`` with per-region ``probe_healthy``,
 ``cp_routable``, ``healthy``, ``weight``, ``effective_weight``, ``ramp_progress``,
-``consecutive_fail``, ``consecutive_ok``; ``answers_total``; ``fail_open``; the
+``consecutive_fail``, ``consecutive_ok``, ``probes_total``, ``probe_timeouts``; ``answers_total``; ``fail_open``; the
 follower's view); ``/metrics``; ``POST /admin/fault`` with ``{"ignore_weights": bool}``
 (a broken GSLB that answers uniformly among healthy regions: the negative control for
 R8), the follower's hooks ``drop_broadcasts`` / ``never_refresh`` and the readiness hooks;
@@ -133,6 +133,9 @@ class RegionState:
     consecutive_fail: int = 0
     last_error: str = ""
     probes_total: int = 0
+    probe_timeouts: int = 0
+    """Probes that timed out (no answer within ``probe_timeout``): against a gateway nobody broke,
+    on loopback, that is this process or the gateway starved of CPU (gameday.verdicts.harness)."""
     cp_routable: bool | None = None
     healthy: bool = False
     ever_admitted: bool = False
@@ -216,6 +219,7 @@ class Gslb(HttpComponent):
             r.consecutive_fail += 1
             r.consecutive_ok = 0
             r.last_error = error
+            r.probe_timeouts += error == "timeout"
         if r.probe_healthy is None:
             new: bool = ok
             reason = "first probe succeeded" if ok else f"first probe failed: {error}"
@@ -428,6 +432,7 @@ class Gslb(HttpComponent):
                 "consecutive_fail": r.consecutive_fail,
                 "consecutive_ok": r.consecutive_ok,
                 "probes_total": r.probes_total,
+                "probe_timeouts": r.probe_timeouts,
                 "last_error": r.last_error,
                 "gateway": r.spec.gateway.host,
                 "since_change_s": round(now - r.changed_at, 3),

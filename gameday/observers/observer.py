@@ -19,7 +19,7 @@ import threading
 import time
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from itertools import pairwise
 from typing import Any
 
@@ -46,7 +46,7 @@ from gameday.observers.sources import (
     Sources,
     UtilisationSource,
 )
-from gameday.verdicts.harness import OBSERVER
+from gameday.verdicts.harness import CHECK_TIMEOUTS, OBSERVER
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,9 @@ class Observer:
             self._counts[f"utilisation {r}"] = _Counter("; ".join(u.describe() for u in srcs), hz / util_every)
         for r, src in sources.regional_control_planes.items():
             self._counts[f"regional control plane {r}"] = _Counter(src.describe(), hz / util_every)
+        if sources.check_timeouts is not None:
+            self._counts[CHECK_TIMEOUTS] = _Counter(sources.check_timeouts.describe(), hz / util_every)
+        self._check_timeouts: list[tuple[float, Mapping[str, int]]] = []
         self._alarm_keys = [f"alarms {a.describe()}" for a in sources.alarms]
         for key in self._alarm_keys:
             self._counts[key] = _Counter(key.removeprefix("alarms "), hz)
@@ -256,6 +259,8 @@ class Observer:
                 self._spawn(("util", r), self._util(http, r, srcs), f"utilisation {r}")
             for r in self.sources.regional_control_planes:
                 self._spawn(("rcp", r), self._regional_cp(http, r), f"regional control plane {r}")
+            if self.sources.check_timeouts is not None:
+                self._spawn(("checks", ""), self._checks(http), CHECK_TIMEOUTS)
         for i, source in enumerate(self.liveness):
             self._spawn(("liveness", str(i)), self._live(i, source), None)
         self._collect_alarms_and_requests()
@@ -341,6 +346,29 @@ class Observer:
         now = time.monotonic()
         self.tl.add(RegionalCpObs(now, region, v))
         self._counts[f"regional control plane {region}"].done(now, v is not None, getattr(src, "last_error", None))
+
+    async def _checks(self, http: aiohttp.ClientSession) -> None:
+        src = self.sources.check_timeouts
+        assert src is not None
+        counts = await src.read(http)
+        now = time.monotonic()
+        if counts is not None:
+            self._check_timeouts.append((now, dict(counts)))
+        self._counts[CHECK_TIMEOUTS].done(now, counts is not None, getattr(src, "last_error", None))
+
+    def check_timeouts_since(self, since: float) -> dict[str, int]:
+        """Per region, how many of the federation's own health checks timed out between the
+        last reading at or before *since* (else the first after it) and the last reading; empty
+        without a :attr:`Sources.check_timeouts` source or before two readings."""
+        samples = list(self._check_timeouts)
+        if len(samples) < 2:
+            return {}
+        before = [s for s in samples if s[0] <= since]
+        first = before[-1] if before else samples[0]
+        last = samples[-1]
+        if last[0] <= first[0]:
+            return {}
+        return {r: max(0, n - first[1].get(r, n)) for r, n in last[1].items()}
 
     async def _util(self, http: aiohttp.ClientSession, region: str, sources: tuple[UtilisationSource, ...]) -> None:
         # The region's load against its capacity, over every instance that answered.

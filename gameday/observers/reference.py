@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 from gameday.model.parts import Endpoints
 from gameday.observers.sources import (
     AlarmSource,
+    HttpJsonCheckTimeouts,
     HttpJsonNode,
     HttpJsonUtilisation,
     HttpJsonVersion,
@@ -139,6 +140,8 @@ def reference_sources(ep: Endpoints, ref: ReferenceEndpoints, alarms: tuple[Alar
         regional_control_planes={r: HttpJsonVersion(url=u, field=CP_VERSION)
                                  for r, u in (ref.extra.get("regional_control_planes") or {}).items()},
         broadcast=broadcast,
+        check_timeouts=HttpJsonCheckTimeouts(url=ref.gslb, regions=tuple(dict.fromkeys(
+            ref.node_region(n) for n in ref.entry_nodes))) if ref.gslb else None,
     )
 
 

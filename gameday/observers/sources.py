@@ -140,6 +140,20 @@ class VersionSource(Protocol):
 
 
 @runtime_checkable
+class CheckTimeoutSource(Protocol):
+    """How many of the federation's own health checks of each region's gateway timed out so far
+    (a counter per region). Optional: where it rises for a region the drill did not touch, the
+    federation's checker (or that gateway) was starved of CPU, and a verdict that fails then is
+    inconclusive (:mod:`gameday.verdicts.harness`)."""
+
+    async def read(self, http: HttpClient) -> Mapping[str, int] | None:
+        """Region -> timed-out checks so far; None when it could not be read."""
+        ...
+
+    def describe(self) -> str: ...
+
+
+@runtime_checkable
 class DnsSource(Protocol):
     """What the GSLB answers clients."""
 
@@ -218,6 +232,9 @@ class Sources:
     broadcast: VersionFeed | None = None
     """The control plane's version as it announces it, where the harness may listen (the
     local target's bus); None: the version is polled only."""
+    check_timeouts: CheckTimeoutSource | None = None
+    """The federation's own timed-out health checks per region, read at the utilisation rate;
+    None: only the observer's own rates tell a starved harness (gameday.verdicts.harness)."""
 
     def describe(self) -> list[str]:
         """One line per source, for the report."""
@@ -230,6 +247,8 @@ class Sources:
         lines += [f"regional control plane {r}: {s.describe()}" for r, s in self.regional_control_planes.items()]
         lines += [f"utilisation {r}: {s.describe()}" for r, srcs in self.utilisation.items() for s in srcs]
         lines += [f"alarms: {a.describe()}" for a in self.alarms] or ["alarms: none (alarm verdict not applicable)"]
+        if self.check_timeouts is not None:
+            lines.append(f"the federation's check timeouts: {self.check_timeouts.describe()}")
         return lines
 
 
@@ -385,6 +404,31 @@ class HttpJsonVersion:
 
     def describe(self) -> str:
         return f"HTTP JSON {self.url} (version: {self.field})"
+
+
+class HttpJsonCheckTimeouts:
+    """The per-region count of timed-out health checks from one JSON document over HTTP; *field*
+    holds ``{region}`` (``regions.{region}.probe_timeouts``, the reference GSLB's ``/status``)."""
+
+    def __init__(self, *, url: str, regions: tuple[str, ...], field: str = "regions.{region}.probe_timeouts") -> None:
+        self.url = url
+        self.regions = regions
+        self.field = field
+        self.last_error: str | None = None
+
+    async def read(self, http: HttpClient) -> Mapping[str, int] | None:
+        try:
+            doc = json.loads(await fetch(http, self.url))
+            counts = {r: _as_int(_required(doc, self.field.format(region=r), self.url), f"field {self.field!r}")
+                      for r in self.regions}
+        except (TransientError, ValueError, TypeError) as exc:
+            self.last_error = _error(exc)
+            return None
+        self.last_error = None
+        return counts
+
+    def describe(self) -> str:
+        return f"HTTP JSON {self.url} (timed-out health checks: {self.field})"
 
 
 class PrometheusVersion:

@@ -47,6 +47,10 @@ from gameday.verdicts.result import DrillResult
 
 INCONCLUSIVE_PROPERTY = "gameday_inconclusive"
 """The user property (and JUnit property) a test whose failure was a starved harness carries."""
+HARNESS_LOG_ENV = "GAMEDAY_HARNESS_LOG"
+"""Where set, every drill appends one JSON line to this file: its test's node id and how well the
+harness kept up (``gameday_harness``: each source's achieved rate and longest gap over the fault's
+window). gameday's own tests collect their inner drills' lines into their JUnit properties."""
 INCONCLUSIVE_KEY = pytest.StashKey[str]()
 """On a test's item: why its call was inconclusive (the teardown report carries it to JUnit)."""
 INCONCLUSIVE_LOG_ENV = "GAMEDAY_INCONCLUSIVE_LOG"
@@ -147,7 +151,9 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
             report.user_properties.append((INCONCLUSIVE_PROPERTY, item.stash[INCONCLUSIVE_KEY]))
         for res in item.stash.get(RESULTS_KEY, []):
             if res.window_rates:  # how well the harness kept up: the observer's achieved rates
-                report.user_properties.append(("gameday_harness", json.dumps(harness.summary(res.window_rates))))
+                line = json.dumps(harness.summary(res.window_rates, res.starvation()))
+                report.user_properties.append(("gameday_harness", line))
+                _append_line(HARNESS_LOG_ENV, json.dumps({"nodeid": item.nodeid, "harness": json.loads(line)}))
             report.user_properties += [("gameday_na", f"{v.name}: {v}") for v in res.verdicts if v.outcome == "n/a"]
             report.user_properties += [
                 ("gameday_vs_prediction", f"{v.name.removesuffix('_vs_prediction')}: {v.outcome} {v.figure} "
@@ -167,13 +173,18 @@ def mark_inconclusive(item: pytest.Item, report: pytest.TestReport, reason: str)
     first = reason.splitlines()[0][:1000] if reason else "harness starved"
     report.user_properties.append((INCONCLUSIVE_PROPERTY, first))
     item.stash[INCONCLUSIVE_KEY] = first
-    path = os.environ.get(INCONCLUSIVE_LOG_ENV)
+    _append_line(INCONCLUSIVE_LOG_ENV, json.dumps({"nodeid": item.nodeid, "reason": first}))
+
+
+def _append_line(env: str, line: str) -> None:
+    """One line appended to the file environment variable *env* names (nothing when unset)."""
+    path = os.environ.get(env)
     if path:
         try:
             with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps({"nodeid": item.nodeid, "reason": first}) + "\n")
+                f.write(line + "\n")
         except OSError as exc:
-            log.warning("could not append to %s=%s: %r", INCONCLUSIVE_LOG_ENV, path, exc)
+            log.warning("could not append to %s=%s: %r", env, path, exc)
 
 
 def is_inconclusive(report: pytest.TestReport) -> bool:

@@ -27,7 +27,7 @@ rather than fail the federation on them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from gameday.model.timeline import PollRate
@@ -42,6 +42,8 @@ STARVED_GAP_POLLS = 5
 """For a slower source (utilisation at 2 Hz) the gap limit is this many of its own intervals."""
 OBSERVER = "observer"
 """The observer's own loop in :meth:`gameday.observers.observer.Observer.poll_rates`."""
+CHECK_TIMEOUTS = "federation check timeouts"
+"""The source of the federation's own timed-out health checks in the observer's rates."""
 EXIT_INCONCLUSIVE = 6
 """The exit status of a run whose only failures were inconclusive (pytest uses 0-5)."""
 INCONCLUSIVE = "inconclusive"
@@ -74,24 +76,31 @@ def describe(rate: PollRate) -> str:
 
 @dataclass(frozen=True)
 class Starvation:
-    """What :func:`assess` found: the starved sources (empty: the harness kept up)."""
+    """What :func:`assess` found: the starved sources and the federation's checks that timed out
+    against regions the drill did not touch (both empty: the harness kept up)."""
 
     starved: tuple[PollRate, ...] = ()
     window_s: float = 0.0
     """How long the judged window was, seconds."""
+    check_timeouts: tuple[tuple[str, int], ...] = ()
+    """(region, count): the federation's own health checks of an untouched region that timed out
+    in the window: its checker, or that gateway, was starved of CPU."""
 
     def __bool__(self) -> bool:
-        return bool(self.starved)
+        return bool(self.starved or self.check_timeouts)
 
     def describe(self) -> str:
         """``harness starved over the 12.3 s window: dns was read 4.9 times/s of 10 asked (...)``;
         where the observer's own loop was starved, that alone (its sources follow from it)."""
         shown = self.starved[:1] if self.starved and self.starved[0].source == OBSERVER else self.starved[:3]
-        parts = "; ".join(describe(r) for r in shown)
+        parts = [describe(r) for r in shown]
         more = len(self.starved) - len(shown)
-        what = ("source(s) with it" if shown[0].source == OBSERVER else "more source(s)") if shown else ""
-        tail = f", and {more} {what}" if more else ""
-        return f"harness starved over the {self.window_s:.1f} s window: {parts}{tail}"
+        if more:
+            parts[-1] += f", and {more} " + ("source(s) with it" if shown[0].source == OBSERVER else "more source(s)")
+        if self.check_timeouts:
+            parts.append("the federation's own health checks timed out against regions the drill did not touch ("
+                         + ", ".join(f"{r}: {n}" for r, n in self.check_timeouts) + "): its processes were starved")
+        return f"harness starved over the {self.window_s:.1f} s window: {'; '.join(parts)}"
 
 
 def window(rates: Mapping[str, PollRate]) -> float:
@@ -99,18 +108,24 @@ def window(rates: Mapping[str, PollRate]) -> float:
     return max((r.polls / r.achieved_hz for r in rates.values() if r.achieved_hz > 0), default=0.0)
 
 
-def assess(rates: Mapping[str, PollRate]) -> Starvation:
+def assess(rates: Mapping[str, PollRate], check_timeouts: Mapping[str, int] | None = None,
+           untouched: Collection[str] = ()) -> Starvation:
     """The starved sources among *rates* (each over the fault's window), the observer's own
-    loop first, then the slowest."""
+    loop first, then the slowest; and the regions among *untouched* (not broken by the drill)
+    against which the federation's own health checks timed out in the window (*check_timeouts*)."""
     starved = [r for r in rates.values() if is_starved(r)]
     starved.sort(key=lambda r: (r.source != OBSERVER, r.achieved_hz / r.nominal_hz if r.nominal_hz else 1.0))
-    return Starvation(tuple(starved), window(rates))
+    timeouts = tuple(sorted((r, n) for r, n in (check_timeouts or {}).items() if n > 0 and r in untouched))
+    return Starvation(tuple(starved), window(rates), timeouts)
 
 
-def summary(rates: Mapping[str, PollRate]) -> dict[str, object]:
+def summary(rates: Mapping[str, PollRate], starvation: Starvation | None = None) -> dict[str, object]:
     """For JUnit's ``gameday_harness`` property and figures-N.json: whether the harness was
-    starved, and each source's nominal and achieved rate and longest gap over the window."""
-    return {"starved": bool(assess(rates)), "window_s": round(window(rates), 2),
+    starved (*starvation*, default: judged on *rates* alone), the federation's checks that timed
+    out against untouched regions, and each source's nominal and achieved rate and longest gap
+    over the window."""
+    s = starvation if starvation is not None else assess(rates)
+    return {"starved": bool(s), "window_s": round(window(rates), 2), "check_timeouts": dict(s.check_timeouts),
             "sources": {k: {"nominal_hz": round(r.nominal_hz, 2), "achieved_hz": round(r.achieved_hz, 2),
                             "max_gap_s": round(r.max_gap_s, 3), "starved": is_starved(r)}
                         for k, r in rates.items()}}

@@ -178,6 +178,11 @@ class DrillResult:
     window_rates: Mapping[str, PollRate] = field(default_factory=dict)
     """Per source (and the observer's own loop), its rate from ``t_fault`` to the end of the
     observation (filled in when the fault's block ends): what :meth:`starvation` judges."""
+    window_check_timeouts: Mapping[str, int] = field(default_factory=dict)
+    """Per region, the federation's own health checks that timed out from ``t_fault`` to the end
+    of the observation (filled in when the fault's block ends; empty: no such source)."""
+    checks_since: Callable[[float], Mapping[str, int]] | None = None
+    """The observer's count of those from a time to now (see :attr:`rates_since`)."""
     rates_since: Callable[[float], Mapping[str, PollRate]] | None = None
     """The observer's rates from a time to now, for a verdict asserted inside the fault's block
     (before :attr:`window_rates` is filled in); None: not observed by a live observer."""
@@ -278,10 +283,12 @@ class DrillResult:
     def starvation(self) -> harness.Starvation:
         """Whether the harness kept up over the fault's window (:mod:`gameday.verdicts.harness`):
         the starved sources, empty when it did or when nothing was observed live."""
-        rates = self.window_rates
+        rates, checks = self.window_rates, self.window_check_timeouts
         if not rates and self.rates_since is not None:
             rates = self.rates_since(self.fault.t_fault)
-        return harness.assess(rates)
+            checks = self.checks_since(self.fault.t_fault) if self.checks_since is not None else {}
+        untouched = [r for r in self.capacity if r not in self.lost and r not in self.already_lost]
+        return harness.assess(rates, checks, untouched)
 
     @staticmethod
     def _inconclusive(name: str, would: str, starved: harness.Starvation) -> HarnessStarved:
@@ -732,7 +739,7 @@ class DrillResult:
                                     "limit": self.slo.utilisation_limit})
         out["verdicts"] = [v.as_dict() for v in self.verdicts]
         if self.window_rates:
-            out["harness"] = harness.summary(self.window_rates)
+            out["harness"] = harness.summary(self.window_rates, self.starvation())
         if self.poll_rates:
             out["poll_rates"] = {k: r.as_dict() for k, r in self.poll_rates.items()}
             behind = sorted(k for k, r in self.poll_rates.items() if r.behind)

@@ -20,6 +20,7 @@ from gameday.interfaces import RegionInfo
 from gameday.model.timeline import Timeline
 from gameday.observers.observer import Observer
 from gameday.observers.sources import (
+    HttpJsonCheckTimeouts,
     HttpJsonNode,
     HttpJsonUtilisation,
     HttpJsonVersion,
@@ -28,6 +29,7 @@ from gameday.observers.sources import (
     Sources,
     UdpDns,
 )
+from gameday.verdicts.harness import CHECK_TIMEOUTS
 
 REGIONS = [RegionInfo("a", 1, 100, "127.0.1.1"), RegionInfo("b", 1, 100, "127.0.2.1")]
 
@@ -37,7 +39,7 @@ def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
     """An aiohttp server in its own thread: ``/gw`` (version, routes), ``/bare`` (answers
     only), ``/slow`` (answers after ``state["delay"]`` s), ``/cp`` (the version), ``/load/<i>``
     (a foreign app instance's load: ``state["instances"][i]`` = capacity, share in use, rejected)."""
-    state: dict[str, Any] = {"version": 4, "delay": 0.35,
+    state: dict[str, Any] = {"version": 4, "delay": 0.35, "timeouts": {"a": 7, "b": 0},
                              "instances": {"1": (100, 0.5, 2), "2": (300, 0.1, 3)}}
 
     async def gw(_r: web.Request) -> web.Response:
@@ -52,6 +54,9 @@ def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
 
     async def cp(_r: web.Request) -> web.Response:
         return web.json_response({"version": state["version"]})
+
+    async def gslb(_r: web.Request) -> web.Response:  # the reference GSLB's check counters
+        return web.json_response({"regions": {r: {"probe_timeouts": n} for r, n in state["timeouts"].items()}})
 
     async def load(r: web.Request) -> web.Response:  # a foreign app instance: its own field names
         if r.match_info["i"] not in state["instances"]:
@@ -73,6 +78,7 @@ def status_server() -> Iterator[tuple[str, dict[str, Any]]]:
         app.router.add_get("/slow", slow)
         app.router.add_get("/cp", cp)
         app.router.add_get("/load/{i}", load)
+        app.router.add_get("/gslb", gslb)
         r = web.AppRunner(app)
         await r.setup()
         await web.TCPSite(r, "127.0.0.1", port).start()
@@ -244,3 +250,28 @@ def test_an_unreachable_version_feed_does_not_hold_the_observer_up(dns_server: t
     obs.stop()
     assert time.monotonic() - t0 < 2, "stopping waited for a feed that cannot connect"
     assert obs.error is None and tl.cp == [] and len(tl.dns) >= 3
+
+
+def test_the_federation_s_timed_out_checks_are_counted_over_a_window(
+        status_server: tuple[str, dict[str, Any]], dns_server: tuple[int, dict[str, Any]]) -> None:
+    """The GSLB's timed-out health checks per region, read at the utilisation rate: what rose after
+    a time (the fault) is what the harness judges; what was there before does not count."""
+    base, state = status_server
+    dns_port, _ = dns_server
+    checks = HttpJsonCheckTimeouts(url=f"{base}/gslb", regions=("a", "b"))
+    sources = Sources(entry_nodes=(), dns=UdpDns(server="127.0.0.1", port=dns_port, fqdn="x.", samples=1),
+                      check_timeouts=checks)
+    obs = Observer(sources, REGIONS, Timeline(), util_every=1)
+    obs.start()
+    try:
+        time.sleep(0.5)
+        t_fault = time.monotonic()
+        time.sleep(0.3)
+        state["timeouts"]["b"] = 3  # the checker of an untouched region timed out three times
+        time.sleep(0.5)
+    finally:
+        obs.stop()
+    assert obs.error is None
+    assert obs.check_timeouts_since(t_fault) == {"a": 0, "b": 3}
+    assert obs.poll_rates()[CHECK_TIMEOUTS].answered >= 8
+    assert "timed-out health checks" in sources.describe()[-1]
