@@ -50,6 +50,7 @@ from gameday.interfaces import (
     ComponentState,
     FaultPlanner,
     HasFaults,
+    RunsOnThisMachine,
     SharedFederation,
     StatesTiming,
     Target,
@@ -65,6 +66,7 @@ from gameday.observers.watch import InEffect, Watcher, abort_error, steady_state
 from gameday.reports import steps as phase_steps
 from gameday.reports.steps import NoSteps, Steps
 from gameday.runtime.drill_lock import DrillLock, Holder
+from gameday.runtime.drill_slots import DrillSlots, slot_count
 from gameday.runtime.interrupts import INTERRUPTS, Interrupts
 from gameday.runtime.settings import Settings
 from gameday.targets import registry
@@ -151,6 +153,7 @@ class Drill:
         self._baseline_start: float | None = None
         self.seed_key = seed_key
         self._lock_note: str | None = None
+        self._slot: DrillSlots | None = None
         """How the outermost fault's drill lock was taken (a result note), while it is held."""
 
     # -- choices --------------------------------------------------------------------------
@@ -247,6 +250,7 @@ class Drill:
             # if this process dies.
             lock = self._take_drill_lock(action)
             try:
+                self._take_slot(action)
                 self.target.check_health(timeout=15)
                 tl = Timeline(t0=time.monotonic())
                 # Sources made now: their alarms count from now on.
@@ -420,10 +424,44 @@ class Drill:
             if told else "")
         return lock
 
+    def _take_slot(self, action: str) -> None:
+        """One of this machine's drill slots (:mod:`gameday.runtime.drill_slots`), for a target
+        whose federation runs here: while every slot is held by another drill, the wait is on
+        the live line, naming the holders. Released with the drill lock.
+
+        Raises:
+            DrillLockTimeout: every slot still held after ``--gameday-drill-lock-timeout``;
+                nothing injected.
+        """
+        if not (isinstance(self.target, RunsOnThisMachine) and self.target.runs_on_this_machine()):
+            return
+        count = slot_count(self.settings.local_drill_slots)
+        if count == 0:
+            return
+        slots = DrillSlots(count, what=f"test {self.seed_key}")
+        timeout = self.settings.drill_lock_timeout
+
+        def waiting(holders: list[Holder], waited: float) -> None:
+            who = "; ".join(h.describe() for h in holders) or "other drills"
+            self.progress(f"[gameday] {action}: waiting for one of this machine's {count} drill slot(s), held by "
+                          f"{who}  {waited:.0f}/{timeout:g} s")
+
+        self._phase = "slot"
+        try:
+            waited = slots.acquire(timeout, on_wait=waiting)
+        except DrillLockTimeout as exc:
+            raise DrillLockTimeout(f"refusing {action}: {exc}; nothing was injected", key=exc.key) from None
+        self._slot = slots
+        if waited >= 0.5:
+            log.info("%s: waited %.1f s for a drill slot (%d on this machine)", action, waited, count)
+
     def _release_drill_lock(self, lock: DrillLock | None) -> None:
         if lock is not None:
             lock.release()
         self._lock_note = None
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            slot.release()
 
     def _start_observer(self, sources: Sources, tl: Timeline) -> Observer:
         """The observers and the watcher of an outermost fault (nested ones share them)."""

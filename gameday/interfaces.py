@@ -223,6 +223,18 @@ class SharedFederation(Protocol):
 
 
 @runtime_checkable
+class RunsOnThisMachine(Protocol):
+    """A target whose federation runs on the harness's own machine (``local``): its processes
+    and the observer share the CPUs. Drills of such targets take turns in a few machine-wide
+    slots (:mod:`gameday.runtime.drill_slots`, ``--gameday-local-drill-slots``) from the steady
+    state before the outermost fault until it is restored, so that parallel drills (``pytest -n``,
+    two terminals) do not starve each other's federations and observers."""
+
+    def runs_on_this_machine(self) -> bool:
+        """True where the federation's processes run here (cheap, offline)."""
+
+
+@runtime_checkable
 class StatesTiming(Protocol):
     """A target that can say how fast its federation is configured to fail over: the inputs
     of the drill's prediction (:mod:`gameday.verdicts.predict`, DESIGN.md §8)."""

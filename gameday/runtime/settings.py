@@ -105,6 +105,11 @@ class Settings:
     """Seconds a drill on a shared federation waits for another process's drill to finish
     (:mod:`gameday.runtime.drill_lock`) before it fails, nothing injected. 15 min: a drill on kind or
     staging takes minutes, so a few others' can finish; one held longer is stuck."""
+    local_drill_slots: int | None = None
+    """How many drills on targets that run on this machine (``local``) may be in their fault
+    block at once, across every process of this user (:mod:`gameday.runtime.drill_slots`).
+    None: one per CPU (parallel drills beyond that starved each other's federations on a
+    2-core machine); 0: no limit."""
     slo: SLO = field(default_factory=SLO)
     load: LoadSettings = field(default_factory=LoadSettings)
 
@@ -348,6 +353,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("drill-lock-timeout", "seconds a drill on a shared federation (kind, kube, external) waits for "
                "another process's drill on it to finish before failing, nothing injected (default 900; 0: do "
                "not wait)", Number(False, 0, 86_400)),
+    OptionSpec("local-drill-slots", "drills on the local target (federations on this machine) that may be in "
+               "their fault block at once, across every process of this user; the others wait, nothing injected "
+               "meanwhile (default: one per CPU; 0: no limit)", Number(True, 0, 1024)),
     OptionSpec("fail-on-regression", "fail the run when a drill's switchover is more than 50 % above the median "
                "of its previous runs (reports/history.jsonl, at least 3)", Flag(), flag=True),
     OptionSpec("ignore-ledger-problems", "drill although the fault ledger (reports/.gameday/ledger.json) is "
@@ -436,6 +444,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         ignore_ledger_problems=values.get("ignore-ledger-problems", False),
         accept_observed_ttl=values.get("accept-observed-ttl", False),
         drill_lock_timeout=values.get("drill-lock-timeout", Settings.drill_lock_timeout),
+        local_drill_slots=values.get("local-drill-slots"),
         slo=slo,
         load=LoadSettings(
             users=values.get("users"),

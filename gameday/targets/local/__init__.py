@@ -50,6 +50,10 @@ class LocalTarget:
         self._launcher_seen: int | None = None
         """The launcher pid :meth:`liveness` has seen alive (only its death is a casualty)."""
 
+    def runs_on_this_machine(self) -> bool:
+        """Every component is a process here (:class:`~gameday.interfaces.RunsOnThisMachine`)."""
+        return True
+
     @classmethod
     def from_settings(cls, topology: Topology, settings: Settings, workdir: Path) -> Self:
         """The registry's factory (:mod:`gameday.targets.registry`)."""
