@@ -41,6 +41,8 @@ from gameday.fedapp.wire import (
 from tests.conftest import NatsServer
 from tests.fedapp.helpers import Starter, run, until
 
+LOADED_SLACK_S = 2.0  # a loaded 2-core CI machine (load ~11) can delay a step by ~1-2 s
+
 
 @pytest.fixture
 def spec(make_spec: Callable[..., FederationSpec], request: pytest.FixtureRequest) -> FederationSpec:
@@ -185,7 +187,7 @@ def test_events_bump_version_broadcast_it_and_diff_carries_only_changes(
             assert st["events_consumed"] == 3
             assert st["events_ignored"] == 0
             assert st["processing_latency_p99_s"] is not None
-            assert st["processing_latency_p99_s"] < 1
+            assert st["processing_latency_p99_s"] < LOADED_SLACK_S  # nothing configured holds an event back
             assert st["full_snapshot_bytes"] == len(full.to_bytes())
             metrics = (await cp.http.get(f"{cp.url}/metrics")).text
             assert "gameday_cp_version 3" in metrics
@@ -301,7 +303,7 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
                 assert d.version == version - 1
                 assert d.entries == {}
                 hits = await until(lambda: [t for t, v in heard.versions() if v == version],
-                                   delay + 2, f"broadcast of version {version}")
+                                   delay + LOADED_SLACK_S + 1, f"broadcast of version {version}")
                 measured = float(hits[0]) - t0
                 # heartbeats in the meantime carried the previous version: the delay held
                 early = [b for t, b in heard.heard if t0 < t < hits[0] and b["version"] >= version]
@@ -309,13 +311,13 @@ def test_broadcast_delay_holds_announcements_back(nats_server: FederationSpec, c
                 return measured
 
             m1 = await announced_after(1, 0.6)
-            assert 0.6 - 0.05 <= m1 <= 0.6 + 0.75, m1
+            assert 0.6 - 0.05 <= m1 <= 0.6 + LOADED_SLACK_S, m1
 
             r = await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": 1.2}, headers=admin_headers)
             assert r.status_code == 200
             assert r.json()["broadcast_delay"] == 1.2
             m2 = await announced_after(2, 1.2)
-            assert 1.2 - 0.05 <= m2 <= 1.2 + 0.75, m2
+            assert 1.2 - 0.05 <= m2 <= 1.2 + LOADED_SLACK_S, m2
             assert (await cp.status())["announced_version"] == 2
             assert (await cp.http.post(f"{cp.url}/admin/fault", json={"broadcast_delay": -1},
                                         headers=admin_headers)).status_code == 400
@@ -359,9 +361,9 @@ def test_heartbeat_silence_marks_region_not_alive(nats_server: FederationSpec, c
             async def a_dead() -> bool:
                 return not (await cp.status())["regions_alive"]["a"]
 
-            await until(a_dead, 3, "region a marked not alive")
+            await until(a_dead, 1.0 + LOADED_SLACK_S + 1, "region a marked not alive")
             silence = time.monotonic() - t_silent
-            assert 1.0 - 0.15 <= silence <= 1.0 + 1.0, silence
+            assert 1.0 - 0.15 <= silence <= 1.0 + LOADED_SLACK_S, silence  # region_timeout plus the slack
             assert 'gameday_cp_region_alive{region="a"} 0' in (await cp.http.get(f"{cp.url}/metrics")).text
 
     run(body)

@@ -312,7 +312,8 @@ def test_weighted_answers_single_a_aa_ttl(
     assert 'gameday_gslb_answers_total{region="a"}' in metrics
     assert 'gameday_gslb_region_healthy{region="c"} 1' in metrics
     assert 'gameday_gslb_effective_weight{region="a"} 50.0' in metrics
-    assert per_query_ms < 20, f"{per_query_ms:.2f} ms per UDP query"
+    # Speed is recorded, not asserted: no configured value bounds a round trip, and a loaded
+    # CI machine stretches it (an unanswered query already fails: sample's 2 s timeout).
     record_property("udp_round_trip_ms_mean", round(per_query_ms, 3))
     record_property("server_p50_ms", st_["query_latency_p50_ms"])
     record_property("server_p99_ms", st_["query_latency_p99_ms"])

@@ -32,6 +32,7 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
 REAL_INTERVAL_S = 8
 STATED_INTERVAL_S = 1.0
 ROUNDS = 3
+LOADED_SLACK_S = 2.0  # PowerDNS's lag and the figure's resolution: a loaded 2-core CI machine adds ~1-2 s
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_a_profile_stating_a_shorter_check_interval_than_powerdns_runs_fails_its
         # switchover is measured from the DNS answers here, client recovery follows them
         assert failed <= {"dns_convergence_vs_prediction", "switchover_vs_prediction",
                           "client_recovery_vs_prediction"}, verdicts
-        assert figures["dns_convergence"]["value_s"] <= REAL_INTERVAL_S + 1.0, figures["dns_convergence"]
+        assert figures["dns_convergence"]["value_s"] <= REAL_INTERVAL_S + LOADED_SLACK_S, figures["dns_convergence"]
     assert failed_rounds >= 1, [r["dns_convergence"] for r in rounds]
     result.assert_outcomes(failed=failed_rounds, passed=ROUNDS - failed_rounds)
     result.stdout.fnmatch_lines(["*AssertionError: not as predicted: *dns_convergence vs prediction: dns "

@@ -30,6 +30,7 @@ from tests.load.loopback import loopback_federation
 FQDN = "app.remote.test."
 SHIFT = 100_000.0
 """Seconds the shifted worker's monotonic clock runs ahead of the harness's."""
+LOADED_SLACK_S = 2.0  # a loaded 2-core CI machine (load ~11) can delay a step by ~1-2 s
 
 
 @pytest.fixture
@@ -93,9 +94,11 @@ def test_remote_workers_offer_the_load_on_the_harness_clock(federation: Endpoint
         remote = runner.remote_workers()
         assert len(remote) == 2, remote
         offsets = sorted(float(str(w["offset_s"])) for w in remote.values())
-        # one worker shares this clock, the other runs SHIFT s ahead: the master measured both
-        assert abs(offsets[1]) < 0.5 and abs(offsets[0] + SHIFT) < 0.5, offsets
-        assert 0 < runner.clock_uncertainty < 0.25, runner.clock_uncertainty
+        # one worker shares this clock, the other runs SHIFT s ahead: the master measured both,
+        # each to within its uncertainty (half its shortest ping round trip, by construction)
+        unc = runner.clock_uncertainty
+        assert abs(offsets[1]) <= unc + 1e-6 and abs(offsets[0] + SHIFT) <= unc + 1e-6, (offsets, unc)
+        assert 0 < unc < LOADED_SLACK_S, unc  # a loopback round trip: nothing configured to wait
         time.sleep(3.0)
         runner.poll()
         now = time.monotonic()
