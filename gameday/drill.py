@@ -17,7 +17,18 @@ minutes later as a verdict it did not cause.
 On a federation other processes drill too (kind's shared clusters, a staging context, a
 profile's federation: the target is a :class:`~gameday.interfaces.SharedFederation`),
 the outermost fault holds the drill lock (:mod:`gameday.runtime.drill_lock`) from before its health
-check and steady state until it is restored, so drills there take turns.
+check and steady state until it is restored, so drills there take turns. On a federation
+that runs on this machine (``local``), it holds one of the machine's drill slots
+(:mod:`gameday.runtime.drill_slots`) as long, so parallel drills do not starve each other.
+
+:meth:`Drill.fault` is the runbook (DESIGN.md §4 and §8), one method per phase, each in order:
+:meth:`~Drill._preflight` (the request checked and refused before anything is touched; a dry
+run stops here), :meth:`~Drill._open` (lock, slot, health check, observers),
+:meth:`~Drill._baseline` (the prediction, then the steady state), :meth:`~Drill._inject` (the
+ledger first, never after a signal), the block itself (observe), :meth:`~Drill._restore`
+(revert, steady state again), :meth:`~Drill._close` (observers stopped, lock and slot given
+back, the result recorded, on every way out) and :meth:`~Drill._raise_after`. To add a phase,
+add a method beside them and call it from ``fault()`` in its place.
 """
 
 from __future__ import annotations
@@ -46,10 +57,12 @@ from gameday.errors import (
     TargetUnreachable,
 )
 from gameday.faults import FAULTS, Fault, Ledger
+from gameday.faults.ledger import LedgerEntry
 from gameday.interfaces import (
     ComponentState,
     FaultPlanner,
     HasFaults,
+    Liveness,
     RunsOnThisMachine,
     SharedFederation,
     StatesTiming,
@@ -74,6 +87,28 @@ from gameday.verdicts.predict import Prediction, predict, unpredicted
 from gameday.verdicts.result import DrillResult
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """One :meth:`Drill.fault` call, as checked before anything is touched."""
+
+    kind: str
+    region: str | None
+    params: dict[str, Any]
+    """The fault's parameters (one dict throughout: the target may record in it what its revert needs)."""
+    fk: Fault
+    plan: tuple[str, str] | None
+    """(action, inverse) as the target plans them (:class:`FaultPlanner`), None otherwise."""
+    parent: ActiveFault | None
+    """The enclosing fault of a nested one."""
+    already_lost: tuple[str, ...]
+    lost: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """``gateway_down b``."""
+        return f"{self.kind} {self.region or ''}".strip()
 
 
 @dataclass
@@ -153,8 +188,9 @@ class Drill:
         self._baseline_start: float | None = None
         self.seed_key = seed_key
         self._lock_note: str | None = None
-        self._slot: DrillSlots | None = None
         """How the outermost fault's drill lock was taken (a result note), while it is held."""
+        self._slot: DrillSlots | None = None
+        """The machine's drill slot the outermost fault holds (a target on this machine)."""
 
     # -- choices --------------------------------------------------------------------------
     @property
@@ -215,6 +251,63 @@ class Drill:
             KeyboardInterrupt: a signal (Ctrl-C, SIGTERM, SIGHUP) has arrived, even one whose
                 exception something swallowed: nothing is injected after it.
         """
+        req = self._preflight(kind, region, params, baseline=baseline, restore_timeout=restore_timeout)
+        tl, observer, lock = self._open(req)
+        watcher = self._watcher
+        assert watcher is not None
+        live = liveness_of(self.target)
+        survivors = tuple(n.name for n in observer.sources.entry_nodes if n.region not in req.lost)
+        active: ActiveFault | None = None
+        try:
+            prediction = self._baseline(req, observer, tl, survivors, baseline=baseline, timeout=steady_timeout)
+            entry, window = self._inject(req, tl, watcher, live)
+            result = self._new_result(req, window, observer, survivors=survivors, prediction=prediction, live=live)
+            active = ActiveFault(window, result, observer, entry.id)
+            self._stack.append(active)
+            self._phase = "observe"
+            with self.steps.phase(f"observe {req.label}") as step:
+                try:
+                    if self._casualty is not None:  # seen while injecting, before the watcher could revert it
+                        self._revert(active, self._casualty.message)
+                        raise self._casualty_error()
+                    try:
+                        yield active
+                    except Exception as exc:
+                        # The block failed on what the casualty broke (an httpx error from a dead proxy,
+                        # a verdict): the casualty is the cause the user must see first.
+                        if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
+                            raise self._casualty_error() from exc
+                        raise
+                finally:
+                    if self.on_block_end is not None:
+                        self.on_block_end(window)
+                    step.params = phase_steps.observe_facts(active.result)
+                    step.title = phase_steps.observe_title(step.params)
+        except BaseException as exc:
+            # A signal or an error before the observation completed: the figures are partial, and
+            # the history must not count them (a verdict's own AssertionError is not an abort).
+            if active is not None and active.window.aborted is None:
+                active.window.aborted = abort_reason(exc)
+            raise
+        finally:
+            try:
+                if active is not None:
+                    self._restore(req, active, restore_timeout=restore_timeout, observe_after=observe_after,
+                                  observe_until=observe_until)
+            finally:
+                self._close(req, active, observer, lock)
+        self._raise_after(req, active, observer)
+
+    def _preflight(self, kind: str, region: str | None, params: dict[str, Any], *, baseline: float,
+                   restore_timeout: float) -> _Request:
+        """Check the request before anything is touched: the fault exists and fits the region,
+        the target can do it, the regions left carry the load, the stated timing lets clients
+        move in time; a dry run prints its plan here and skips.
+
+        Raises:
+            ConfigError, DrillRefused: see :meth:`fault`; nothing touched.
+            pytest.skip.Exception: a dry run, or a conformance check on a target without the fault.
+        """
         fk = self.faults.check(kind, region, params, self.region_names)
         action = f"{kind} {region or ''}".strip()
         self.interrupts.checkpoint(f"before the checks of {action}")
@@ -243,152 +336,157 @@ class Drill:
             # (a dry run never gets inside the block, so it is always the outermost fault)
             self._dry_run(kind, region, dict(params), checks=checks, lost=lost, baseline=baseline,
                           restore_timeout=restore_timeout)
-        lock: DrillLock | None = None
-        if parent is None:
-            # Held from here (before the health check: another drill's fault would fail it)
-            # until the outermost fault is restored, on every way out; the kernel frees it
-            # if this process dies.
-            lock = self._take_drill_lock(action)
-            try:
-                self._take_slot(action)
-                self.target.check_health(timeout=15)
-                tl = Timeline(t0=time.monotonic())
-                # Sources made now: their alarms count from now on.
-                observer = self._start_observer(self.target.sources(), tl)
-            except BaseException:
-                self._release_drill_lock(lock)
-                raise
-        else:
-            tl, observer = parent.result.timeline, parent.observer
-        watcher = self._watcher
-        assert watcher is not None
-        live = liveness_of(self.target)
-        label = f"{kind} {region or ''}".strip()
-        survivors = tuple(n.name for n in observer.sources.entry_nodes if n.region not in lost)
-        active: ActiveFault | None = None
+        return _Request(kind, region, params, fk, plan, parent, already_lost, lost)
+
+    def _open(self, req: _Request) -> tuple[Timeline, Observer, DrillLock | None]:
+        """The outermost fault's drill lock and slot, the health check, a new timeline and its
+        observers; a nested fault's are its parent's (and it takes no lock).
+
+        Raises:
+            DrillLockTimeout, TargetUnreachable: see :meth:`fault`; nothing injected, nothing held.
+        """
+        if req.parent is not None:
+            return req.parent.result.timeline, req.parent.observer, None
+        # Held from here (before the health check: another drill's fault would fail it)
+        # until the outermost fault is restored, on every way out; the kernel frees it
+        # if this process dies.
+        lock = self._take_drill_lock(req.label)
         try:
-            # After the health check (it reads the TTL the DNS server answers with), before anything
-            # is injected: a stated timing the federation contradicts refuses the drill here.
-            prediction = self.prediction(fk, action, entry_nodes_route=_entry_nodes_route(observer.sources)) \
-                if len(lost) > len(already_lost) else None
-            self._phase = "baseline"
-            self._baseline_start = time.monotonic()
-            tl.mark(self._baseline_start, "baseline")
-            with self.steps.phase(f"steady state before {label}") as step:
-                self._steady_state(observer, tl, baseline, nodes=survivors, lost=already_lost,
-                                   outermost=parent is None, label=label, timeout=steady_timeout)
-                step.params = phase_steps.baseline_facts(
-                    tl.copy(), self._baseline_start, time.monotonic(),
-                    [r for r in self.region_names if r not in already_lost])
-                step.title = phase_steps.baseline_title(step.params)
-            self.interrupts.checkpoint(f"steady state before {label} reached")
-            with self.steps.phase(f"inject {label}") as step:
-                step.params = {"fault": kind, "region": region or "-", "parameters": repr(dict(params)),
-                               "action": plan[0] if plan else f"{self.target.name} target: {label}",
-                               "inverse": plan[1] if plan else "the target's revert of the same fault"}
-                step.title = f"inject {label}: {step.params['action']}"
-                # The absolute gate: a signal has arrived, whatever became of its exception.
-                self.interrupts.refuse_injection(label)
-                entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
-                                           attach=registry.attach_path(self.target))
-                # Expected dead from before the call: the watcher must not name the fault's own work.
-                watcher.expect(entry.id, InEffect(label, None,
-                                                  live.stopped_by(kind, region) if live else frozenset()))
-                self._phase = "inject"
-                t_call = time.monotonic()
-                tl.mark(t_call, "inject_call", label)
-                try:
-                    self.target.inject(kind, region, params)
-                finally:
-                    t_fault = time.monotonic()
-                    tl.mark(t_fault, "fault", label)
-                    watcher.took_effect(entry.id, t_fault)
-                    self.ledger.update_params(entry.id, params)
-                    step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
-            window = FaultWindow(kind, region, t_call, t_fault, params=dict(params))
-            result = DrillResult(
-                fault=window, timeline=tl, slo=self.slo, survivors=survivors,
-                capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
-                margin=self.margin, lost=lost, started=tl.t0, round=self.round, seed=self.settings.seed,
-                already_lost=already_lost, weights={r.name: r.weight for r in self._regions},
-                cut_off=(region,) if fk.cuts_off_region and region else (), instance_outage=fk.hits_instances,
-                control_plane_source=observer.sources.control_plane is not None,
-                alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
-                clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
-                utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
-                on_verdict=self.steps.verdict, prediction=prediction, rates_since=observer.poll_rates,
-                checks_since=observer.check_timeouts_since,
-            )
-            if self._lock_note is not None:
-                result.notes["drill lock"] = self._lock_note
-            if live is None:
-                result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
-                                            "capability; a dead component shows only as what it breaks")
-            active = ActiveFault(window, result, observer, entry.id)
-            self._stack.append(active)
-            self._phase = "observe"
-            with self.steps.phase(f"observe {label}") as step:
-                try:
-                    if self._casualty is not None:  # seen while injecting, before the watcher could revert it
-                        self._revert(active, self._casualty.message)
-                        raise self._casualty_error()
-                    try:
-                        yield active
-                    except Exception as exc:
-                        # The block failed on what the casualty broke (an httpx error from a dead proxy,
-                        # a verdict): the casualty is the cause the user must see first.
-                        if self._casualty is not None and not isinstance(exc, (ComponentDied, LoadCollapsed)):
-                            raise self._casualty_error() from exc
-                        raise
-                finally:
-                    if self.on_block_end is not None:
-                        self.on_block_end(window)
-                    step.params = phase_steps.observe_facts(result)
-                    step.title = phase_steps.observe_title(step.params)
-        except BaseException as exc:
-            # A signal or an error before the observation completed: the figures are partial, and
-            # the history must not count them (a verdict's own AssertionError is not an abort).
-            if active is not None and active.window.aborted is None:
-                active.window.aborted = abort_reason(exc)
+            self._take_slot(req.label)
+            self.target.check_health(timeout=15)
+            tl = Timeline(t0=time.monotonic())
+            # Sources made now: their alarms count from now on.
+            observer = self._start_observer(self.target.sources(), tl)
+        except BaseException:
+            self._release_drill_lock(lock)
             raise
-        finally:
+        return tl, observer, lock
+
+    def _baseline(self, req: _Request, observer: Observer, tl: Timeline, survivors: tuple[str, ...], *,
+                  baseline: float, timeout: float) -> Prediction | None:
+        """The prediction, then *baseline* seconds of steady state before the fault; the
+        prediction (None for a fault that takes no region out).
+
+        Raises:
+            DrillRefused: a stated timing the federation contradicts (its DNS TTL).
+            TargetUnreachable: no steady state within *timeout*; nothing injected.
+        """
+        # After the health check (it reads the TTL the DNS server answers with), before anything
+        # is injected: a stated timing the federation contradicts refuses the drill here.
+        prediction = self.prediction(req.fk, req.label, entry_nodes_route=_entry_nodes_route(observer.sources)) \
+            if len(req.lost) > len(req.already_lost) else None
+        self._phase = "baseline"
+        self._baseline_start = time.monotonic()
+        tl.mark(self._baseline_start, "baseline")
+        with self.steps.phase(f"steady state before {req.label}") as step:
+            self._steady_state(observer, tl, baseline, nodes=survivors, lost=req.already_lost,
+                               outermost=req.parent is None, label=req.label, timeout=timeout)
+            step.params = phase_steps.baseline_facts(
+                tl.copy(), self._baseline_start, time.monotonic(),
+                [r for r in self.region_names if r not in req.already_lost])
+            step.title = phase_steps.baseline_title(step.params)
+        self.interrupts.checkpoint(f"steady state before {req.label} reached")
+        return prediction
+
+    def _inject(self, req: _Request, tl: Timeline, watcher: Watcher,
+                live: Liveness | None) -> tuple[LedgerEntry, FaultWindow]:
+        """Record the fault in the ledger, then inject it (never after a signal); its ledger
+        entry and its window on the timeline (``t_fault``: when the injection call returned)."""
+        kind, region, params, plan, label = req.kind, req.region, req.params, req.plan, req.label
+        with self.steps.phase(f"inject {label}") as step:
+            step.params = {"fault": kind, "region": region or "-", "parameters": repr(dict(params)),
+                           "action": plan[0] if plan else f"{self.target.name} target: {label}",
+                           "inverse": plan[1] if plan else "the target's revert of the same fault"}
+            step.title = f"inject {label}: {step.params['action']}"
+            # The absolute gate: a signal has arrived, whatever became of its exception.
+            self.interrupts.refuse_injection(label)
+            entry = self.ledger.record(kind, region, params, self.target.name, self.target.ref(),
+                                       attach=registry.attach_path(self.target))
+            # Expected dead from before the call: the watcher must not name the fault's own work.
+            watcher.expect(entry.id, InEffect(label, None,
+                                              live.stopped_by(kind, region) if live else frozenset()))
+            self._phase = "inject"
+            t_call = time.monotonic()
+            tl.mark(t_call, "inject_call", label)
             try:
-                if active is not None:
-                    with self.steps.phase(f"restore {label}") as step:
-                        try:
-                            self._revert(active, reason=self._casualty.message if self._casualty else None)
-                            if self._casualty is None:  # with a casualty there is no steady state to wait for
-                                self._phase = "restore"
-                                self._wait_restored(active, restore_timeout, already_lost)
-                                self._sleep_watching(observe_after)
-                                if observe_until is not None:
-                                    self._watch_until(observe_until, restore_timeout)
-                        finally:
-                            step.params = phase_steps.restore_facts(active.result)
-                            step.title = phase_steps.restore_title(step.params)
+                self.target.inject(kind, region, params)
             finally:
-                if active is not None and active in self._stack:
-                    self._stack.remove(active)
-                if parent is None:
-                    try:
-                        observer.stop()
-                    finally:
-                        self._phase = "done"
-                        self._release_drill_lock(lock)
-                if active is not None:
-                    active.result.poll_rates = observer.poll_rates()
-                    active.result.window_rates = observer.poll_rates(since=active.window.t_fault)
-                    active.result.window_check_timeouts = observer.check_timeouts_since(active.window.t_fault)
-                    active.result.casualty = self._casualty
-                    self.results.append(active.result)
-                    if self.on_result is not None:
-                        self.on_result(active.result)
+                t_fault = time.monotonic()
+                tl.mark(t_fault, "fault", label)
+                watcher.took_effect(entry.id, t_fault)
+                self.ledger.update_params(entry.id, params)
+                step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
+        return entry, FaultWindow(kind, region, t_call, t_fault, params=dict(params))
+
+    def _new_result(self, req: _Request, window: FaultWindow, observer: Observer, *, survivors: tuple[str, ...],
+                    prediction: Prediction | None, live: Liveness | None) -> DrillResult:
+        """The result the fault's block records into (its figures are measured when asked)."""
+        tl, region, fk = observer.tl, req.region, req.fk
+        result = DrillResult(
+            fault=window, timeline=tl, slo=self.slo, survivors=survivors,
+            capacity={r.name: r.capacity for r in self._regions}, offered=self.offered,
+            margin=self.margin, lost=req.lost, started=tl.t0, round=self.round, seed=self.settings.seed,
+            already_lost=req.already_lost, weights={r.name: r.weight for r in self._regions},
+            cut_off=(region,) if fk.cuts_off_region and region else (), instance_outage=fk.hits_instances,
+            control_plane_source=observer.sources.control_plane is not None,
+            alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
+            clock_uncertainty=self.load.clock_uncertainty if self.load is not None else 0.0,
+            utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
+            on_verdict=self.steps.verdict, prediction=prediction, rates_since=observer.poll_rates,
+            checks_since=observer.check_timeouts_since,
+        )
+        if self._lock_note is not None:
+            result.notes["drill lock"] = self._lock_note
+        if live is None:
+            result.notes["liveness"] = (f"not observed: the {self.target.name} target has no liveness "
+                                        "capability; a dead component shows only as what it breaks")
+        return result
+
+    def _restore(self, req: _Request, active: ActiveFault, *, restore_timeout: float, observe_after: float,
+                 observe_until: Callable[[], bool] | None) -> None:
+        """Revert the fault, then (without a casualty) wait for the steady state, observe
+        *observe_after* seconds more and, with *observe_until*, until it holds."""
+        with self.steps.phase(f"restore {req.label}") as step:
+            try:
+                self._revert(active, reason=self._casualty.message if self._casualty else None)
+                if self._casualty is None:  # with a casualty there is no steady state to wait for
+                    self._phase = "restore"
+                    self._wait_restored(active, restore_timeout, req.already_lost)
+                    self._sleep_watching(observe_after)
+                    if observe_until is not None:
+                        self._watch_until(observe_until, restore_timeout)
+            finally:
+                step.params = phase_steps.restore_facts(active.result)
+                step.title = phase_steps.restore_title(step.params)
+
+    def _close(self, req: _Request, active: ActiveFault | None, observer: Observer, lock: DrillLock | None) -> None:
+        """On every way out: the outermost fault stops its observers and gives back its lock and
+        slot; the result gets the observers' rates over its window and is recorded."""
+        if active is not None and active in self._stack:
+            self._stack.remove(active)
+        if req.parent is None:
+            try:
+                observer.stop()
+            finally:
+                self._phase = "done"
+                self._release_drill_lock(lock)
+        if active is not None:
+            active.result.poll_rates = observer.poll_rates()
+            active.result.window_rates = observer.poll_rates(since=active.window.t_fault)
+            active.result.window_check_timeouts = observer.check_timeouts_since(active.window.t_fault)
+            active.result.casualty = self._casualty
+            self.results.append(active.result)
+            if self.on_result is not None:
+                self.on_result(active.result)
+
+    def _raise_after(self, req: _Request, active: ActiveFault | None, observer: Observer) -> None:
+        """After a block that ended normally: what went wrong meanwhile, as its error."""
         if self._casualty is not None:
             raise self._casualty_error()
         if observer.error is not None:
             raise FaultError(f"observer failed during the drill: {observer.error!r}") from observer.error
         if active is not None and active.window.aborted:
-            raise DrillAborted(f"{kind} {region or ''} aborted by a stop condition: {active.window.aborted}")
+            raise DrillAborted(f"{req.label} aborted by a stop condition: {active.window.aborted}")
 
     def _take_drill_lock(self, action: str) -> DrillLock | None:
         """The drill lock of a shared federation (:class:`SharedFederation`), taken; None
