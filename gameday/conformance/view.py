@@ -182,6 +182,19 @@ class FederationView:
         return Reply(url, r.status_code, elapsed, r.headers.get(SERVED_BY),
                      int(rv) if rv and rv.isdigit() else None)
 
+    def request_served(self, url: str, attempts: int = 3) -> Reply:
+        """GET *url* until the federation serves it (200), at most *attempts* times; the served
+        reply, else the last. For a check about *what* a node answers with (its route version),
+        not whether every single request makes it: on a starved machine one request can spend
+        the whole request budget and come back 502 (a 12-region federation at load ~24 did),
+        which says nothing about the version it routes by. A node that never serves still fails."""
+        reply = self.request(url)
+        for _ in range(attempts - 1):
+            if reply.status == 200:
+                break
+            reply = self.request(url)
+        return reply
+
     def requests_for(self, urls: dict[str, str], seconds: float, max_rounds: int = 200,
                      pause: float = 0.02) -> dict[str, list[Reply]]:
         """Send one request to each of *urls* in turn, round after round, for *seconds*
