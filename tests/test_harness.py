@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gameday.errors import HarnessStarved
-from gameday.model.timeline import PollRate
+from gameday.model.timeline import PollRate, UtilObs
 from gameday.observers.observer import _Counter
 from gameday.reports import table
 from gameday.reports.allure_attach import categorise
@@ -164,6 +164,10 @@ def test_the_federation_s_own_checks_timing_out_on_an_untouched_region_is_starva
     with pytest.raises(HarnessStarved, match=r"did not touch \(c: 1\)"):
         res.assert_as_predicted()
     assert res.summary()["harness"]["check_timeouts"] == {"c": 1}  # type: ignore[index]
+    # A region the moved load overloaded is not untouched: its checks may time out from the
+    # overload, which the headroom verdict judges; the drill is not starved for it.
+    res.timeline.add(UtilObs(res.fault.t_fault + 2.0, "c", 0.97, 0))
+    assert not res.starvation()
 
 
 def test_the_reference_gslb_counts_its_timed_out_probes() -> None:

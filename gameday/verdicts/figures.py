@@ -179,7 +179,13 @@ class DrillFigures:
         if not rates and self.rates_since is not None:
             rates = self.rates_since(self.fault.t_fault)
             checks = self.checks_since(self.fault.t_fault) if self.checks_since is not None else {}
-        untouched = [r for r in self.capacity if r not in self.lost and r not in self.already_lost]
+        # A region the drill's moved load pushed above the utilisation limit is not untouched:
+        # its own health checks may time out from that overload (the headroom verdict judges it;
+        # a CI run once called an overloaded region's negative control inconclusive for it).
+        overloaded = {u.region for u in self.timeline.copy().util
+                      if u.utilisation > self.slo.utilisation_limit and u.t >= self.fault.t_fault}
+        untouched = [r for r in self.capacity if r not in self.lost and r not in self.already_lost
+                     and r not in overloaded]
         return harness.assess(rates, checks, untouched)
 
     def peak_utilisation(self) -> tuple[str, float] | None:
