@@ -88,7 +88,10 @@ def test_gateway_down_leaves_dns_at_the_next_check_round_and_revert_brings_it_ba
             time.sleep(0.02)
         assert candidates, f"{label}: no check round seen after the change"
         # The answer changed with the first check round after the change, not later or earlier.
-        assert any(r - 0.005 <= seen <= r + LAG_S + POLL_S for r in candidates), (
+        # The witness stamps a round from its own thread, which a loaded machine can hold back
+        # too (an answer 15 ms before its round's stamp was seen at load ~11): LAG_S either side,
+        # still far from the rounds 1 s before and after.
+        assert any(r - LAG_S <= seen <= r + LAG_S + POLL_S for r in candidates), (
             f"{label}: DNS changed {seen - since:.3f} s after the gateway did, but the check round(s) "
             f"after it began {[round(r - since, 3) for r in candidates]} s after")
 

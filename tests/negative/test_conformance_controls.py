@@ -18,11 +18,14 @@ def test_hair_trigger_threshold_fails_r2_blips(broken_run):
     result = broken_run(["conformance/test_r02_health_thresholds.py"], {"timing": {"fall": 1}},
                         "-k", "blip")
     result.assert_outcomes(failed=2, deselected=1)
-    # Both blips (1 and 2 probes long) fail on the version moving. The count in the message is
-    # the probes the check saw land inside the blip, which a busy machine can make 0 or 2 for
-    # the 1-probe case: match the verdict, not that count.
-    result.stdout.fnmatch_lines(["*R2*FAILED*expected no new control-plane version after a ?-probe blip*fall = 1*",
-                                 "*R2*FAILED*expected no new control-plane version after a ?-probe blip*fall = 1*"])
+    # Both blips (1 and 2 probes long) fail R2: on the version moving, or (the check reads the
+    # GSLB first) on the GSLB's health changing, which a busy machine can make the 1-probe case
+    # show first (a loaded fresh-clone CI did). The count in the message is the probes the check
+    # saw land inside the blip, which a busy machine can make 0 or 2: match the verdict, not that.
+    out = result.stdout.str()
+    r2 = [line for line in out.splitlines() if line.startswith("R2") and "FAILED" in line]
+    said = ("expected no new control-plane version after a", "expected the GSLB to keep region")
+    assert len(r2) == 2 and all(any(s in line for s in said) and "-probe blip" in line for line in r2), out
 
 
 def test_gslb_ignoring_weights_fails_r8(broken_run):
