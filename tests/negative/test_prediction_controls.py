@@ -93,10 +93,18 @@ class CachingUser(base.GamedayUser):
 
 
 def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_vs_prediction(broken_run, pytester):
+    # Each of the 20 users (3 requests/s) caches its answer for 10 s, so a user holding the failed
+    # region's address fails until a point uniform in the 10 s after the fault; one such user past
+    # the predicted 2.6 s is 9 errors of the window's ~180 requests, above the 1 % SLO beyond the
+    # binomial noise allowance. The control fails only when no user holds the failed region past
+    # 2.6 s: with region c (20 % of answers) that was (1 - 0.2 x 0.74)^20 = 4 % of runs, and one
+    # fresh-clone CI run did pass it (2.40 s). Region a (50 %) makes it (1 - 0.5 x 0.74)^20 = 1e-4.
+    # Half the users may then fail at once: the stop condition (50 % errors for 5 s) is raised so
+    # that it does not abort the drill this control is about.
     (pytester.path / "caching_locustfile.py").write_text(CACHING_LOCUSTFILE)
-    seed = seed_picking("c", HEADLINE_ID)
+    seed = seed_picking("a", HEADLINE_ID)
     result = broken_run([HEADLINE], TTL_1, f"--gameday-seed={seed}", *OPTS,
-                        "--gameday-locustfile=caching_locustfile.py")
+                        "--gameday-locustfile=caching_locustfile.py", "--gameday-stop-error-ratio=0.95")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: not as predicted: client_recovery vs prediction: client "
                                  "recovery * later than predicted 0.00-2.60 s*clients kept the old address past "
