@@ -280,8 +280,9 @@ class SharedRecorder(Recorder):
         return KEY
 
 
-def _drill(target: Target, tmp_path: Path, progress: list[str], timeout: float) -> Drill:
-    return Drill(target, Settings(seed=1, drill_lock_timeout=timeout), seed_key="tests/x.py::test_drill",
+def _drill(target: Target, tmp_path: Path, progress: list[str], timeout: float, slots: int | None = None) -> Drill:
+    return Drill(target, Settings(seed=1, drill_lock_timeout=timeout, local_drill_slots=slots),
+                 seed_key="tests/x.py::test_drill",
                  ledger=Ledger(tmp_path / "ledger.json"), offered=10, margin=0.2, progress=progress.append)
 
 

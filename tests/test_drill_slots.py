@@ -16,7 +16,6 @@ from gameday.errors import DrillLockTimeout, TargetUnreachable
 from gameday.interfaces import RunsOnThisMachine, Target
 from gameday.runtime.drill_lock import POLL_INTERVAL
 from gameday.runtime.drill_slots import SLOTS_DIR_ENV, DrillSlots, slot_count
-from gameday.runtime.settings import Settings
 from gameday.targets.local import LocalTarget
 from tests.test_drill_lock import Recorder, _drill
 
@@ -112,8 +111,7 @@ def test_a_drill_on_this_machine_waits_for_a_slot_before_its_health_check_and_re
     try:
         target, progress = HereRecorder(), list[str]()
         assert isinstance(target, RunsOnThisMachine) and isinstance(target, Target)
-        drill = _drill(target, tmp_path, progress, timeout=1.2)
-        drill.settings = Settings(seed=1, drill_lock_timeout=1.2, local_drill_slots=1)
+        drill = _drill(target, tmp_path, progress, timeout=1.2, slots=1)
         with pytest.raises(DrillLockTimeout) as err, drill.fault("control_plane_down"):
             raise AssertionError("the block must not run")
         assert str(err.value).startswith("refusing control_plane_down: all 1 drill slots of this machine are still "
@@ -139,14 +137,12 @@ def test_only_targets_on_this_machine_take_slots(slots_dir: Path, tmp_path: Path
     holder = Holder(1, slots_dir, tmp_path, "test other.py::test_drill")
     try:
         target = Recorder()  # not on this machine: no slot, straight to its health check
-        drill = _drill(target, tmp_path, [], timeout=0.5)
-        drill.settings = Settings(seed=1, drill_lock_timeout=0.5, local_drill_slots=1)
+        drill = _drill(target, tmp_path, [], timeout=0.5, slots=1)
         with pytest.raises(TargetUnreachable), drill.fault("control_plane_down"):
             raise AssertionError("the block must not run")
         # 0: no limit, even on this machine.
         here = HereRecorder()
-        drill = _drill(here, tmp_path, [], timeout=0.5)
-        drill.settings = Settings(seed=1, drill_lock_timeout=0.5, local_drill_slots=0)
+        drill = _drill(here, tmp_path, [], timeout=0.5, slots=0)
         with pytest.raises(TargetUnreachable), drill.fault("control_plane_down"):
             raise AssertionError("the block must not run")
         assert LocalTarget.runs_on_this_machine(None) is True  # type: ignore[arg-type]

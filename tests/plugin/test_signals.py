@@ -615,11 +615,12 @@ def load(load):
 
 @pytest.mark.gameday
 def test_hang(drill, load, monkeypatch):
-    real = drill._steady_state
+    from gameday.drill import waits
+    real = waits.steady_state
     def steady_then_swallow(*args, **kwargs):
         real(*args, **kwargs)
         swallow("steady-state")
-    monkeypatch.setattr(drill, "_steady_state", steady_then_swallow)
+    monkeypatch.setattr(waits, "steady_state", steady_then_swallow)
     swallow("before-fault")
     with drill.fault("gateway_down", "b", baseline=1):
         Path("injected").write_text("yes")
