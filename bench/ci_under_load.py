@@ -285,6 +285,9 @@ def main() -> None:
     runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     if bad := [r for r in runs if r not in ("quiet", "loaded")]:
         ap.error(f"unknown runs: {', '.join(bad)} (quiet, loaded)")
+    # SIGTERM (a stopped series) as an exception, so the running CI's process group and the hog
+    # are killed on the way out instead of left running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     args.ref = _git("rev-parse", args.ref or "HEAD")  # one commit for every run
     args.out.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")

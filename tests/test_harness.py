@@ -68,6 +68,24 @@ def test_the_rate_over_a_window_counts_its_edges_as_gaps() -> None:
     assert late.max_gap_s == pytest.approx(2.1, abs=0.01)
 
 
+def test_the_rate_is_judged_over_ten_intervals_at_least_and_the_gap_always() -> None:
+    c = _Counter("x", 10.0)
+    for t in (0.0, 0.26, 0.5, 0.76, 1.0, 1.26):  # every 0.25 s: 4 Hz of 10
+        c.done(t, True)
+    short = c.rate("x", 0.01, 0.5)  # an aborted drill's window: 2 reads in 0.49 s
+    assert short.span_s == pytest.approx(0.49) and short.achieved_hz < harness.STARVED_RATE * 10
+    assert not harness.is_starved(short)  # 5 intervals: one late read moves the rate by a fifth
+    assert harness.is_starved(c.rate("x", 0.0, 1.26))  # 12.6 intervals at 4.8 Hz: starved
+    # A 2 Hz source's rate needs 5 s; its gap limit (2.5 s) is judged in a 4 s window too.
+    util = _Counter("utilisation a", 2.0)
+    for t in (0.0, 0.5, 3.5):
+        util.done(t, True)
+    assert harness.is_starved(util.rate("utilisation a", 0.0, 4.0))
+    assert not harness.is_starved(util.rate("utilisation a", 3.0, 4.0))  # 1 read in 1 s, no long gap
+    # Without a window length (rates as older records hold them): the rate judged as before.
+    assert harness.is_starved(_rate("x", 3.0, 0.3))
+
+
 def _starved(res: DrillResult) -> DrillResult:
     res.window_rates = STARVED
     return res

@@ -290,6 +290,8 @@ class PollRate:
     last_error: str | None = None
     answered_hz: float | None = None
     """Polls answered per second (None: not computed)."""
+    span_s: float | None = None
+    """The length of the window the rate is over, seconds (None: not known)."""
 
     @property
     def behind(self) -> bool:
@@ -302,4 +304,5 @@ class PollRate:
                 "achieved_hz": round(self.achieved_hz, 2),
                 "answered_hz": None if self.answered_hz is None else round(self.answered_hz, 2),
                 "polls": self.polls, "answered": self.answered, "skipped": self.skipped,
-                "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind, "last_error": self.last_error}
+                "max_gap_s": round(self.max_gap_s, 3), "behind": self.behind, "last_error": self.last_error,
+                "span_s": None if self.span_s is None else round(self.span_s, 2)}

@@ -89,7 +89,7 @@ class _Counter:
         gap = max(b - a for a, b in pairwise(edges))
         answered = sum(self.oks[i:j])
         return PollRate(key, self.description, self.nominal, len(times) / span, len(times), answered,
-                        0, gap, self.last_error, answered_hz=answered / span)
+                        0, gap, self.last_error, answered_hz=answered / span, span_s=hi - lo)
 
 
 class Observer:
@@ -190,7 +190,7 @@ class Observer:
             return {k: c.rate(k, lo, max(end, lo)) for k, c in list(self._counts.items())}
         span = max(end - self._started, 1e-9)
         return {k: PollRate(k, c.description, c.nominal, c.polls / span, c.polls, c.answered, c.skipped,
-                            c.max_gap, c.last_error, answered_hz=c.answered / span)
+                            c.max_gap, c.last_error, answered_hz=c.answered / span, span_s=span)
                 for k, c in list(self._counts.items())}
 
     def _run(self) -> None:

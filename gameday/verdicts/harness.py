@@ -15,7 +15,8 @@ What counts (:func:`assess`), over the fault's window only (a slow bring-up does
 - ``observer``: the observer's own loop (ticks), always: its rate is the harness's;
 - every other source whose every read in the window was answered (a read that failed or hung
   is the fault's doing: a stopped gateway, a blackholed region), read at under
-  :data:`STARVED_RATE` of its nominal rate, or with a gap longer than :data:`STARVED_GAP_S`
+  :data:`STARVED_RATE` of its nominal rate (over a window of at least
+  :data:`RATE_MIN_INTERVALS` of its intervals), or with a gap longer than :data:`STARVED_GAP_S`
   (or :data:`STARVED_GAP_POLLS` of its own intervals, for slower sources).
 
 On loopback a read takes milliseconds: a source that answers every read but is read at half
@@ -40,6 +41,10 @@ STARVED_GAP_S = 1.0
 the reference federation's 0.2 s probe intervals, ten observer ticks passed unobserved."""
 STARVED_GAP_POLLS = 5
 """For a slower source (utilisation at 2 Hz) the gap limit is this many of its own intervals."""
+RATE_MIN_INTERVALS = 10
+"""The rate is judged only over a window of at least this many of the source's intervals (1 s
+at 10 Hz): over a shorter one, one late read moves it by more than the threshold (an aborted
+drill's 0.3 s window showed "3.5 Hz of 10" with its longest gap 0.26 s). The gap is always judged."""
 OBSERVER = "observer"
 """The observer's own loop in :meth:`gameday.observers.observer.Observer.poll_rates`."""
 CHECK_TIMEOUTS = "federation check timeouts"
@@ -64,7 +69,8 @@ def is_starved(rate: PollRate) -> bool:
         return False
     if rate.source != OBSERVER and rate.polls == 0:
         return False  # never read in the window: the figure says "not observed", not this
-    return rate.achieved_hz < STARVED_RATE * rate.nominal_hz or rate.max_gap_s > gap_limit(rate)
+    judged_rate = rate.span_s is None or rate.span_s * rate.nominal_hz >= RATE_MIN_INTERVALS
+    return (judged_rate and rate.achieved_hz < STARVED_RATE * rate.nominal_hz) or rate.max_gap_s > gap_limit(rate)
 
 
 def describe(rate: PollRate) -> str:
