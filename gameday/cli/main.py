@@ -430,13 +430,8 @@ def _seconds(raw: str) -> float:
     return value
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``gameday`` console command."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(prog="gameday", description=(__doc__ or "").replace("``", ""),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"gameday {__version__}")
-    sub = parser.add_subparsers(dest="cmd", required=True)
+def _add_up(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday up: the local federation, until Ctrl-C."""
     up = sub.add_parser("up", help="bring the local federation up and show its status",
                         description="Starts the reference federation on this machine (loopback only, no "
                         "root), prints where each component listens, and keeps it up until Ctrl-C, SIGTERM "
@@ -446,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--workdir", help="where logs and state go (default: reports/.gameday/up)")
     up.add_argument("--seconds", type=_seconds, help="stop after this many seconds instead of waiting for Ctrl-C")
     up.set_defaults(fn=_cmd_up)
+
+
+def _add_drill(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday drill: the headline drill through pytest."""
     dr = sub.add_parser("drill", help="run the headline random-gateway drill under load and print verdicts",
                         description="Runs suites/gameday/test_gateway_outage.py through pytest on the "
                         "default local target. Extra arguments are passed to pytest. Exit status: pytest's "
@@ -471,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
     dr.add_argument("--test", help="run this pytest node id (a drill of your own) instead of the headline "
                     "drill, from the current directory")
     dr.set_defaults(fn=_cmd_drill)
+
+
+def _add_restore(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday restore: revert what a killed runner left in the ledger."""
     rs = sub.add_parser("restore", help="revert every fault a killed runner left in the ledger",
                         description="Reverts what the ledger holds, checks health, stops orphaned "
                         "federations. Without --reports: ./reports and every ledger a run recorded in "
@@ -493,6 +496,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="import MODULE first (repeatable), as pytest -p does: the module that registers "
                     "the faults or targets a conftest or plugin added to the run")
     rs.set_defaults(fn=_cmd_restore)
+
+
+def _add_down(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday down: stop the federations left running."""
     dn = sub.add_parser("down", help="stop every federation still running under the reports directory",
                         description="Stops every local federation still running under --reports (one a killed "
                         "runner left, or gameday up's). One whose ledger still holds an unreverted fault is left "
@@ -501,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     dn.add_argument("--force", action="store_true",
                     help="also stop federations that hold an unreverted fault (clears their ledger entries)")
     dn.set_defaults(fn=_cmd_down)
+
+
+def _add_init(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday init: scaffold game days in a project."""
     it = sub.add_parser("init", help="scaffold game days in your project: topology, a drill, conformance, config",
                         description="Writes drills/topology.yaml, drills/test_gateway_drill.py, "
                         "drills/test_conformance.py, a conftest.py if there is none, and gameday's "
@@ -509,6 +520,10 @@ def main(argv: list[str] | None = None) -> int:
     it.add_argument("--force", action="store_true", help="overwrite files gameday init wrote before")
     it.add_argument("--ci", choices=("github",), help="also write a scheduled workflow for this CI")
     it.set_defaults(fn=_cmd_init)
+
+
+def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday report: the HTML report of a run."""
     rp = sub.add_parser("report", help="generate the HTML report of a run (Allure when installed, else one page)",
                         description="Generates the HTML report of an Allure results directory (default: the "
                         "newest run's under --reports). With the Allure command line (npm allure-commandline; "
@@ -526,6 +541,22 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--open", action="store_true", help="open the report in a browser (Allure's is served "
                     "on loopback HTTP until Ctrl-C)")
     rp.set_defaults(fn=_cmd_report)
+
+def _parser() -> argparse.ArgumentParser:
+    """The ``gameday`` command line: one sub-command per ``_add_*`` function."""
+    parser = argparse.ArgumentParser(prog="gameday", description=(__doc__ or "").replace("``", ""),
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gameday {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    for add in (_add_up, _add_drill, _add_restore, _add_down, _add_init, _add_report):
+        add(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gameday`` console command."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    parser = _parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.cmd != "drill":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -235,27 +235,70 @@ def timeline_figure(series: TimelineSeries) -> Any:
     fig, axes = plt.subplots(4, 1, sharex=True, figsize=(WIDTH_IN, 2.0 + sum(heights)),
                              gridspec_kw={"height_ratios": heights}, layout="constrained")
     ax_served, ax_err, ax_dns, ax_lanes = axes
+    fig.suptitle(series.title, fontsize=11, x=0.01, ha="left")
     x = [b + BIN_S / 2 for b in series.bins]
     colours = [_colour(series.regions, r) for r in series.regions]
+    _served_panel(ax_served, series, x, colours)
+    _errors_panel(ax_err, series, x)
+    _dns_panel(ax_dns, series, x, colours)
+    _lanes_panel(ax_lanes, series)
+    handles = _predicted_bands(series, {"switchover": ax_lanes, "DNS convergence": ax_dns,
+                                        "client recovery": ax_err})
+    for name, t in series.markers.items():
+        colour, style = MARKER_STYLE[name]
+        for ax in axes:
+            line = ax.axvline(t, color=colour, linestyle=style, linewidth=1.3)
+        handles.append(line)
+        line.set_label(f"{name} {t:+.2f} s")
+    # The markers' legend below the panels: instants close together (switchover and DNS
+    # convergence often are) stay readable, which labels on the lines would not.
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8,
+               frameon=False)
+    panels = {"served": ax_served, "errors": ax_err, "dns": ax_dns, "lanes": ax_lanes}
+    for name, text in not_observed(series).items():
+        panels[name].text(0.5, 0.5, text, transform=panels[name].transAxes, ha="center", va="center",
+                          fontsize=9, color="#555555", zorder=10,
+                          bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9})
+    for ax in axes:
+        ax.grid(axis="x", alpha=0.3)
+        ax.tick_params(labelsize=8)
+    return fig
+
+
+def _served_panel(ax: Any, series: TimelineSeries, x: list[float], colours: list[str]) -> None:
+    """Requests served per second, stacked by the region that served them."""
     if series.regions:
-        ax_served.stackplot(x, [series.served[r] for r in series.regions], labels=series.regions, colors=colours,
-                            step="mid", alpha=0.85)
-    ax_served.set_ylabel("served req/s")
+        ax.stackplot(x, [series.served[r] for r in series.regions], labels=series.regions, colors=colours,
+                     step="mid", alpha=0.85)
+    ax.set_ylabel("served req/s")
     # Right of the panel, not over it: the stacked areas reach the panel's top-left corner.
-    ax_served.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, title="served by",
-                     fontsize=8, title_fontsize=8)
-    fig.suptitle(series.title, fontsize=11, x=0.01, ha="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, title="served by",
+              fontsize=8, title_fontsize=8)
+
+
+def _errors_panel(ax: Any, series: TimelineSeries, x: list[float]) -> None:
+    """The client error ratio, in percent (at least 0-5 %)."""
     err = [float("nan") if e is None else 100 * e for e in series.error_ratio]
-    ax_err.fill_between(x, err, step="mid", color="#d62728", alpha=0.6)
-    ax_err.set_ylabel("client\nerrors %")
-    ax_err.set_ylim(0, max(5.0, *(e for e in err if not math.isnan(e))) if any(not math.isnan(e) for e in err)
-                    else 5.0)
+    ax.fill_between(x, err, step="mid", color="#d62728", alpha=0.6)
+    ax.set_ylabel("client\nerrors %")
+    seen = [e for e in err if not math.isnan(e)]
+    ax.set_ylim(0, max(5.0, *seen) if seen else 5.0)
+
+
+def _dns_panel(ax: Any, series: TimelineSeries, x: list[float], colours: list[str]) -> None:
+    """The GSLB's answers, stacked by region, in percent."""
     shares = [[float("nan") if v is None else 100 * v for v in series.dns_share[r]] for r in series.regions]
     if series.regions:
-        ax_dns.stackplot(x, [[0.0 if math.isnan(v) else v for v in s] for s in shares], colors=colours,
-                         step="mid", alpha=0.85)
-    ax_dns.set_ylabel("GSLB\nanswers %")
-    ax_dns.set_ylim(0, 100)
+        ax.stackplot(x, [[0.0 if math.isnan(v) else v for v in s] for s in shares], colors=colours,
+                     step="mid", alpha=0.85)
+    ax.set_ylabel("GSLB\nanswers %")
+    ax.set_ylim(0, 100)
+
+
+def _lanes_panel(ax: Any, series: TimelineSeries) -> None:
+    """One lane per entry node: whether it routes to the failed region, its route versions, and
+    its stale-snapshot alarms."""
+    lanes = series.lanes
     for i, lane in enumerate(lanes):
         last_v: int | None = None
         # One bar per run of readings in one colour, all of a lane's bars in one collection
@@ -278,24 +321,28 @@ def timeline_figure(series: TimelineSeries) -> Any:
                 bar_colours.append(colour)
             v = lane.version[j]
             if v is not None and v != last_v:
-                ax_lanes.text(t, i, f"v{v}", fontsize=7, va="center", ha="left", clip_on=True)
+                ax.text(t, i, f"v{v}", fontsize=7, va="center", ha="left", clip_on=True)
                 last_v = v
         if bars:
-            ax_lanes.broken_barh(bars, (i - 0.4, 0.8), color=bar_colours, linewidth=0)
+            ax.broken_barh(bars, (i - 0.4, 0.8), color=bar_colours, linewidth=0)
+    nodes = [lane.node for lane in lanes]
     for t, node in series.alarms:
-        if node in [lane.node for lane in lanes]:
-            ax_lanes.plot([t], [[lane.node for lane in lanes].index(node)], marker="v", color="#ff7f0e",
-                          markersize=8, markeredgecolor="black")
-    ax_lanes.set_yticks(range(len(lanes)), [lane.node for lane in lanes], fontsize=8)
-    ax_lanes.set_ylim(-0.6, max(len(lanes), 1) - 0.4)
-    ax_lanes.invert_yaxis()
-    ax_lanes.set_ylabel("entry nodes\n(route version)")
-    ax_lanes.set_xlabel(f"seconds relative to the fault (red: still routes to {series.failed_region or '-'}; "
-                        "green: excludes it; blue: routes to it outside the fault; grey: no answer; "
-                        "orange triangle: stale alarm)", fontsize=8)
+        if node in nodes:
+            ax.plot([t], [nodes.index(node)], marker="v", color="#ff7f0e", markersize=8, markeredgecolor="black")
+    ax.set_yticks(range(len(lanes)), nodes, fontsize=8)
+    ax.set_ylim(-0.6, max(len(lanes), 1) - 0.4)
+    ax.invert_yaxis()
+    ax.set_ylabel("entry nodes\n(route version)")
+    ax.set_xlabel(f"seconds relative to the fault (red: still routes to {series.failed_region or '-'}; "
+                  "green: excludes it; blue: routes to it outside the fault; grey: no answer; "
+                  "orange triangle: stale alarm)", fontsize=8)
+
+
+def _predicted_bands(series: TimelineSeries, where: dict[str, Any]) -> list[Any]:
+    """Each figure's predicted window as a band on the panel that shows it (DESIGN.md §8); the
+    bands, for the legend."""
     handles = []
-    # Each figure's predicted window as a band on the lane that shows it (DESIGN.md §8).
-    for name, ax in (("switchover", ax_lanes), ("DNS convergence", ax_dns), ("client recovery", ax_err)):
+    for name, ax in where.items():
         if name in series.predicted:
             lo, hi = series.predicted[name]
             # over the stacked areas (translucent, edged), or they would hide it
@@ -303,25 +350,7 @@ def timeline_figure(series: TimelineSeries) -> Any:
                               edgecolor=MARKER_STYLE[name][0], linewidth=1.0, hatch="//")
             band.set_label(f"{name} predicted {lo:.2f}-{hi:.2f} s")
             handles.append(band)
-    for name, t in series.markers.items():
-        colour, style = MARKER_STYLE[name]
-        for ax in axes:
-            line = ax.axvline(t, color=colour, linestyle=style, linewidth=1.3)
-        handles.append(line)
-        line.set_label(f"{name} {t:+.2f} s")
-    # The markers' legend below the panels: instants close together (switchover and DNS
-    # convergence often are) stay readable, which labels on the lines would not.
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=8,
-               frameon=False)
-    panels = {"served": ax_served, "errors": ax_err, "dns": ax_dns, "lanes": ax_lanes}
-    for name, text in not_observed(series).items():
-        panels[name].text(0.5, 0.5, text, transform=panels[name].transAxes, ha="center", va="center",
-                          fontsize=9, color="#555555", zorder=10,
-                          bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.9})
-    for ax in axes:
-        ax.grid(axis="x", alpha=0.3)
-        ax.tick_params(labelsize=8)
-    return fig
+    return handles
 
 
 def rounds_png(title: str, switchovers: list[float], limit: float | None = None) -> bytes:

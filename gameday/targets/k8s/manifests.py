@@ -286,13 +286,15 @@ def render_global(topology: Topology, spec: FederationSpec, admin_generation: st
     return [*objs, *network_policies(topology, c, objs)]
 
 
-def _nats(topology: Topology) -> list[Obj]:
-    c = GLOBAL_CLUSTER
-    ports = [
-        {"name": "client", "containerPort": NATS_PORT, "protocol": "TCP"},
-        {"name": "monitor", "containerPort": NATS_MONITOR_PORT, "protocol": "TCP"},
-    ]
-    container = {
+NATS_PORTS: list[Obj] = [
+    {"name": "client", "containerPort": NATS_PORT, "protocol": "TCP"},
+    {"name": "monitor", "containerPort": NATS_MONITOR_PORT, "protocol": "TCP"},
+]
+
+
+def _nats_container() -> Obj:
+    """The nats-server container: JetStream on its volume, probed on its monitor port."""
+    return {
         "name": "nats",
         "image": NATS_IMAGE,
         "imagePullPolicy": "IfNotPresent",
@@ -307,7 +309,7 @@ def _nats(topology: Topology) -> list[Obj]:
             "--server_name",
             "gameday",
         ],
-        "ports": ports,
+        "ports": [dict(p) for p in NATS_PORTS],
         "livenessProbe": probe("/healthz?js-enabled-only=true", "monitor", period=10, failure=3),
         "readinessProbe": probe(
             "/healthz",
@@ -323,6 +325,11 @@ def _nats(topology: Topology) -> list[Obj]:
         "securityContext": dict(SECURITY),
         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
     }
+
+
+def _nats(topology: Topology) -> list[Obj]:
+    c = GLOBAL_CLUSTER
+    container = _nats_container()
     pod = {
         "containers": [container],
         "enableServiceLinks": False,
@@ -365,7 +372,7 @@ def _nats(topology: Topology) -> list[Obj]:
             "ports": [{"name": "client", "port": NATS_PORT, "targetPort": "client", "protocol": "TCP"}],
         },
     }
-    svc = node_port_service(topology, c, "nats", "nats", ports[:1])
+    svc = node_port_service(topology, c, "nats", "nats", [dict(NATS_PORTS[0])])
     return [sts, headless, svc, pdb(topology, c, "nats", REPLICAS["nats"])]
 
 
