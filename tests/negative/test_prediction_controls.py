@@ -76,9 +76,13 @@ def test_a_gslb_answering_a_failed_region_for_5_s_fails_dns_convergence_vs_predi
 
 CACHING_LOCUSTFILE = '''
 """gameday's user, but caching every answer for 10 x its TTL (a resolver that ignores TTLs)."""
+import itertools
 import time
 
 from gameday.load import locustfile as base
+
+USERS = 20  # clusters/local.yaml load.users
+_ORDER = itertools.count()
 
 
 class CachingUser(base.GamedayUser):
@@ -86,20 +90,28 @@ class CachingUser(base.GamedayUser):
         now = time.monotonic()
         if self.addr is not None and now < self.expires:
             return self.addr
+        first = self.addr is None
         addr = base.GamedayUser.resolve(self)
-        self.expires = now + 10 * (self.expires - now)
+        hold = 10 * (self.expires - now)
+        if first:
+            # Locust starts every user at once, so their caches would all expire together, at
+            # one moment that falls anywhere in the 10 s after the fault. Spread them: the n-th
+            # user holds its first answer n/20 of the time, and every answer after that in full.
+            hold *= (next(_ORDER) % USERS + 1) / USERS
+        self.expires = now + hold
         return addr
 '''
 
 
 def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_vs_prediction(broken_run, pytester):
-    # Each of the 20 users (3 requests/s) caches its answer for 10 s, so a user holding the failed
-    # region's address fails until a point uniform in the 10 s after the fault; one such user past
-    # the predicted 2.6 s is 9 errors of the window's ~180 requests, above the 1 % SLO beyond the
-    # binomial noise allowance. The control fails only when no user holds the failed region past
-    # 2.6 s: with region c (20 % of answers) that was (1 - 0.2 x 0.74)^20 = 4 % of runs, and one
-    # fresh-clone CI run did pass it (2.40 s). Region a (50 %) makes it (1 - 0.5 x 0.74)^20 = 1e-4.
-    # Half the users may then fail at once: the stop condition (50 % errors for 5 s) is raised so
+    # Each of the 20 users (3 requests/s) holds an answer for 10 s, their caches expiring 0.5 s
+    # apart, so about 14 of them hold their answer past the predicted 2.6 s after the fault. One
+    # of those holding the failed region is 9 errors of a 3 s window's ~180 requests, above the
+    # 1 % SLO beyond the binomial noise allowance. The control fails only when none of the 14
+    # holds the failed region: 0.5^14 = 6e-5 with region a (50 % of answers; c's 20 % would make
+    # it 4 %). Without the spread, every user re-resolved at the same moment, anywhere in 10 s:
+    # two fresh-clone CI runs passed the control (2.40 s, 0.90 s), a quarter of runs would.
+    # Half the users may fail at once: the stop condition (50 % errors for 5 s) is raised so
     # that it does not abort the drill this control is about.
     (pytester.path / "caching_locustfile.py").write_text(CACHING_LOCUSTFILE)
     seed = seed_picking("a", HEADLINE_ID)
