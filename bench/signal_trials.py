@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gameday.runtime.procs import find_processes
+from gameday.runtime.procs import find_processes, pid_alive
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
@@ -192,6 +192,73 @@ def kill9_trial(d: Path, moment: str = "locust") -> str:
     return "; ".join(problems)
 
 
+_AROUND: dict[str, int] = {}
+
+
+def around_injection_trial(d: Path, how: str) -> str:
+    """A signal to the wrapper alone at a moment around the injection: the k-th trial of a row
+    sends it 1.6 + 0.1 (k mod 16) s after the drill wrote its baseline marker: the fault is
+    injected about 2.4 s after it on an idle machine (measured: gateway-b stopped at +2.36,
+    +2.44, +2.45 s), so the signals land from 0.8 s before the injection to 0.7 s after it.
+    Clean as :func:`signal_trial`, and judged from outside: the gateways' processes are polled
+    every 2 ms, and gateway-b stopping on its own (0.2 s or more before the others: a fault's
+    doing, not the teardown's) must not come more than 0.1 s after the signal (a SIGTERM'd
+    gateway exits within milliseconds; issue 32 saw it stop 0.06-0.77 s after)."""
+    k = _AROUND[how] = _AROUND.get(how, -1) + 1
+    offset = 1.6 + 0.1 * (k % 16)
+    tag = f"gd-bench-{uuid.uuid4().hex}"
+    proc = _drill(d, tag, {})
+    out_path = d / f"out-{tag[-6:]}.log"
+    sig = {"int": signal.SIGINT, "term": signal.SIGTERM, "hup": signal.SIGHUP}[how.split("-", 1)[0]]
+    gone: dict[str, float] = {}
+
+    def watch(pids: dict[str, int]) -> None:
+        for name, pid in pids.items():
+            if name not in gone and not pid_alive(pid):
+                gone[name] = time.monotonic()
+
+    try:
+        _wait((d / "baseline").exists, proc)
+        t_base = time.monotonic()
+        (state,) = (d / "reports" / ".gameday" / "federations").glob("*/state.json")
+        comps = json.loads(state.read_text())["components"]
+        pids = {g: comps[g]["pid"] for g in ("gateway-a", "gateway-b", "gateway-c")}
+        while time.monotonic() < t_base + offset:
+            watch(pids)
+            time.sleep(0.002)
+        os.kill(proc.pid, sig)
+        t_sent = time.monotonic()
+        while proc.poll() is None and time.monotonic() < t_sent + 120:
+            watch(pids)
+            time.sleep(0.002)
+        proc.wait(1)
+    except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+        return f"{exc}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = out_path.read_text(errors="replace")
+    b = gone.get("gateway-b")
+    alone = b if b is not None and all(t >= b + 0.2 for n, t in gone.items() if n != "gateway-b") else None
+    problems = []
+    if proc.returncode != 128 + sig:
+        problems.append(f"exit {proc.returncode}")
+    if "Traceback" in out:
+        problems.append("traceback")
+    if _pending(d):
+        problems.append("ledger not empty")
+    if left := _leftovers(tag):
+        problems.append(f"{len(left)} process(es) left")
+    if "no fault was injected after the" not in out:
+        problems.append("the wrapper did not say that no fault was injected after the signal")
+    if alone is not None and alone - t_sent > 0.1:
+        problems.append(f"gateway-b stopped {alone - t_sent:+.2f} s after the signal")
+    where = (f"gateway-b stopped by the fault {alone - t_sent:+.3f} s from the signal" if alone is not None
+             else "no fault: gateway-b stopped only with the others, in the teardown")
+    print(f"  {how} at baseline +{offset:.1f} s: {where}", flush=True)
+    return "; ".join(problems)
+
+
 def concurrent_trial(d: Path) -> str:
     (d / "test_hang.py").write_text(CONCURRENT)
     tags = [f"gd-bench-{uuid.uuid4().hex}" for _ in range(2)]
@@ -221,6 +288,12 @@ EXTRA = {
     "kill -9 of pytest, then gameday restore | locust starting": kill9_trial,
     "kill -9 of pytest, then gameday restore | fault in effect": lambda d: kill9_trial(d, "fault"),
     "two gameday drills started together | whole drill (both must pass)": concurrent_trial,
+    "SIGINT to the wrapper alone | around the injection (baseline marker +1.6-3.1 s)":
+        lambda d: around_injection_trial(d, "int-wrapper"),
+    "SIGTERM to the wrapper alone | around the injection (baseline marker +1.6-3.1 s)":
+        lambda d: around_injection_trial(d, "term-wrapper"),
+    "SIGHUP to the wrapper alone | around the injection (baseline marker +1.6-3.1 s)":
+        lambda d: around_injection_trial(d, "hup-wrapper"),
 }
 
 

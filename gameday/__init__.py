@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     # targets
     "Target": "gameday.interfaces", "RegionInfo": "gameday.interfaces", "Endpoints": "gameday.interfaces",
     "Reconcilable": "gameday.interfaces", "Releasable": "gameday.interfaces",
+    "ReleaseMechanism": "gameday.interfaces",
     "Liveness": "gameday.interfaces", "HasFaults": "gameday.interfaces",
     "FaultPlanner": "gameday.interfaces", "HasAlarmLines": "gameday.interfaces",
     "HasManifests": "gameday.interfaces", "HasSoftware": "gameday.interfaces",
@@ -100,6 +101,7 @@ __all__ = [
     "ReferenceEndpoints",
     "RegionInfo",
     "Releasable",
+    "ReleaseMechanism",
     "RestoreIncomplete",
     "Settings",
     "SharedFederation",
@@ -163,6 +165,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         Reconcilable,
         RegionInfo,
         Releasable,
+        ReleaseMechanism,
         SharedFederation,
         Target,
     )

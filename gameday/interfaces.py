@@ -41,6 +41,7 @@ __all__ = [
     "CAPABILITIES",
     "LOAD_ROLE",
     "SUPERVISOR_ROLE",
+    "ChecksPermissions",
     "ClientRoute",
     "ComponentState",
     "Endpoints",
@@ -49,10 +50,12 @@ __all__ = [
     "HasFaults",
     "HasManifests",
     "HasSoftware",
+    "HasStatePrimary",
     "Liveness",
     "Reconcilable",
     "RegionInfo",
     "Releasable",
+    "ReleaseMechanism",
     "SharedFederation",
     "StatesTiming",
     "Target",
@@ -154,6 +157,29 @@ class Releasable(Protocol):
 
 
 @runtime_checkable
+class ReleaseMechanism(Protocol):
+    """A federation with a release mechanism of its own (R12): gameday asks it to release a
+    version and judges only what it observes, each instance's served version over time."""
+
+    def start_release(self, version: str) -> None:
+        """Ask the federation's own release mechanism to roll out app *version*; returns as soon
+        as it has accepted (the rollout goes on). Local: the control plane's release
+        controller (``POST /admin/release``). Raises :class:`gameday.errors.TargetError` if it
+        refused."""
+
+
+@runtime_checkable
+class ChecksPermissions(Protocol):
+    """A target whose credentials may not allow every operation (kind/kube): asked before each
+    injection, so that a fault whose exact inverse could not be carried out is never injected."""
+
+    def missing_permissions(self, kind: str, region: str | None, params: dict[str, Any]) -> list[str]:
+        """Each permission the fault *kind* on *region* or its inverse needs that the current
+        credentials lack, in words (empty: it may inject and revert). Asks the target (an
+        access review per permission), changes nothing."""
+
+
+@runtime_checkable
 class HasAlarmLines(Protocol):
     """A target that reads its entry nodes' logs (the stale-snapshot alarms, R6)."""
 
@@ -196,6 +222,20 @@ class HasSoftware(Protocol):
     def software(self) -> Mapping[str, str]:
         """Program -> version, e.g. ``{"nats-server": "v2.10.22"}``; a version that cannot be
         found is a reason in words (``"unknown (FileNotFoundError)"``), never an exception."""
+
+
+@runtime_checkable
+class HasStatePrimary(Protocol):
+    """A target whose federation has a state layer (DESIGN.md section 9) and can say where its
+    primary is: the region whose store node holds the data's leader (a Raft stream's leader,
+    a primary database). The state drills (``store_down`` of the primary) read it."""
+
+    def state_primary(self) -> str:
+        """The region whose store node leads the data now.
+
+        Raises:
+            TargetError: no state layer, or the store does not say.
+        """
 
 
 @runtime_checkable
@@ -253,6 +293,8 @@ class StatesTiming(Protocol):
 CAPABILITIES: dict[type, str] = {
     Reconcilable: "reconcile",
     Releasable: "release region by region",
+    ReleaseMechanism: "release through a release mechanism of its own",
+    ChecksPermissions: "check its credentials' permissions before a fault",
     HasAlarmLines: "read its entry nodes' alarm lines",
     Liveness: "tell which components run",
     FaultPlanner: "plan a fault without injecting it",
@@ -260,5 +302,6 @@ CAPABILITIES: dict[type, str] = {
     HasManifests: "name the Kubernetes manifests it deploys",
     HasSoftware: "name the software its federation runs",
     StatesTiming: "state its failover timing (the prediction's inputs)",
+    HasStatePrimary: "say which region's store node leads the data (a state layer)",
 }
 """Each optional capability and what a target without it cannot do (for skip reasons)."""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpcore  # noqa: F401  (see below)
 import pytest
 
 from gameday.errors import HarnessStarved
@@ -22,6 +23,13 @@ from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation
 
 pytest_plugins = ["pytester"]
+
+# httpx imports httpcore lazily, on its first request, and maps httpcore's exceptions to its own by
+# class. pytester's in-process runs (``pytester.runpytest()``) put ``sys.modules`` back as they found
+# it: if a worker's first request happened inside one, httpcore is dropped and imported afresh by the
+# next request, whose ``httpcore.ConnectError`` no longer matches the class httpx mapped, so it escapes
+# every ``except httpx.HTTPError`` (ci on 67368d8: 24 tests on one worker failed "Connection refused"
+# while waiting for a component to listen). Importing httpcore here puts it in every snapshot.
 
 INCONCLUSIVE_LOG = pytest.StashKey[Path]()
 HARNESS_LOG = pytest.StashKey[Path]()

@@ -202,3 +202,32 @@ def test_the_reference_gslb_counts_its_timed_out_probes() -> None:
         g.record_probe("b", ok, error)
     regions = g.status()["regions"]
     assert (regions["b"]["probe_timeouts"], regions["a"]["probe_timeouts"]) == (2, 0)
+
+
+def test_failures_no_sampling_rate_explains_stay_failures_on_a_starved_harness() -> None:
+    # Issue 28: inconclusive only where the harness could have changed the outcome. A version seen
+    # lower after higher, and N-1 arithmetic over declared capacities, are failures however starved.
+    from gameday.model.timeline import CpObs, DataCheck, WriteRec
+    from gameday.verdicts.state import StatedReplication
+
+    res = _starved(_result(switch_at=1.2, dns_at=1.2, cp_at=1.1, errors_until=2.0))
+    res.timeline.cp.extend([CpObs(res.fault.t_fault + 2.0, 9), CpObs(res.fault.t_fault + 2.5, 3)])
+    with pytest.raises(AssertionError, match="went back") as e:
+        res.assert_versions_monotonic()
+    assert not isinstance(e.value, HarnessStarved) and res.verdicts[-1].outcome == "fail"
+
+    poor = _starved(_result(switch_at=1.2, dns_at=1.2, cp_at=1.1, errors_until=2.0))
+    poor.capacity, poor.offered, poor.margin = {"a": 10.0, "b": 10.0, "c": 10.0}, 30.0, 0.2  # 20 for 36 req/s
+    poor.utilisation_regions = frozenset()  # the dynamic part judges overload responses only: it passes
+    with pytest.raises(AssertionError, match="static_headroom") as e:
+        poor.assert_headroom()
+    assert not isinstance(e.value, HarnessStarved) and poor.verdicts[-1].outcome == "fail"
+
+    lost = _starved(_result(switch_at=1.2, dns_at=1.2, cp_at=1.1, errors_until=2.0))
+    lost.state_source, lost.stated_replication = True, StatedReplication("sync")
+    t = lost.fault.t_fault - 1.0
+    lost.timeline.writes.append(WriteRec("w1", t, t + 0.01, "ack", "a", 1))
+    lost.timeline.data_check = DataCheck(t=t + 9, acked=("w1",), missing=("w1",))
+    with pytest.raises(AssertionError, match="1 of 1 acknowledged writes lost") as e:
+        lost.assert_verdict("data_loss")
+    assert not isinstance(e.value, HarnessStarved) and lost.verdicts[-1].outcome == "fail"

@@ -46,6 +46,21 @@ def test_the_default_topology_predicts_from_its_own_timings() -> None:
     assert (w.earliest, w.latest) == pytest.approx((2.4, 2.7))  # the stated delay moves both bounds
 
 
+def test_a_stated_gslb_delay_widens_only_the_dns_path_and_says_where_it_came_from() -> None:
+    topo = load_topology()
+    batched = from_topology(topo.with_overrides(timing={**topo.timing.model_dump(), "gslb_delay": 1.5}), "t")
+    assert batched.gslb_propagation == 1.5
+    p = predict(batched, "gateway_down", "at once", entry_nodes_route=True)
+    plain = predict(from_topology(topo, "t"), "gateway_down", "at once", entry_nodes_route=True)
+    dns, dns0 = p.window("dns_convergence"), plain.window("dns_convergence")
+    assert (dns.earliest, dns.latest) == pytest.approx((dns0.earliest, dns0.latest + 1.5))  # a batch may be due
+    assert "GSLB propagation <= 1.5 s (timing.gslb_delay: the reference GSLB applies its health decisions " \
+           "every 1.5 s)" in dns.derivation
+    assert p.window("client_recovery").latest == pytest.approx(plain.window("client_recovery").latest + 1.5)
+    assert p.window("switchover") == plain.window("switchover")  # the entry nodes do not ask the GSLB
+    assert "answers from its decisions at once" in dns0.derivation
+
+
 def test_an_unknown_input_makes_the_window_unknown_never_a_pass() -> None:
     none = StatedTiming(source="profile p.yaml")
     p = predict(none, "gateway_down", "at once", entry_nodes_route=True)
@@ -136,6 +151,7 @@ def test_a_gslb_answering_after_the_health_state_changed_is_named() -> None:
     assert [v.outcome for v in res.verdicts] == ["pass", "fail", "pass"]
     assert "DNS kept answering region b 2.50 s after the federation's health state changed (control-plane v2 " \
            "at t+0.50 s" in str(exc.value)
+    assert "states so in timing.gslb_delay" in str(exc.value)  # the field that would have said so
 
 
 def test_clients_holding_the_address_past_the_ttl_are_named() -> None:

@@ -9,6 +9,7 @@ file and what was expected, no traceback, a short message, and no reports direct
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,7 +55,7 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
     "a_list": (lambda: b"- a\n- b\n", "*: expected a mapping at the top level, got list ['a', 'b']"),
     "control_character": (lambda: _edit("name: local", "name: lo\x07cal"),
                           "*: not valid YAML: line 6, column 9: control character #x0007 is not allowed in YAML"),
-    "two_documents": (lambda: BASE.encode() + b"---\nname: again\n", "*: not valid YAML: line 51, column 1: "
+    "two_documents": (lambda: BASE.encode() + b"---\nname: again\n", "*: not valid YAML: line 59, column 1: "
                       "but found another document (expected a single document in the stream)"),
     "not_yaml": (lambda: b"regions: [a, b\n", "*: not valid YAML: line 2, column 1: expected ',' or ']'*"),
     "bool_as_int": (lambda: _edit("instances: 2", "instances: true"),
@@ -80,6 +81,15 @@ CASES: dict[str, tuple[Callable[[], bytes], str]] = {
                        "*: control_plane.layout: got 'mesh', expected 'global' or 'regional'"),
     "layout_not_a_string": (lambda: _edit("state: durable", "state: durable\n  layout: 12"),
                             "*: control_plane.layout: got 12, expected 'global' or 'regional'"),
+    "async_without_lag": (lambda: _edit("replication: sync", "replication: async"),
+                          "*: state.max_lag: required with replication: async (the stated maximum replication "
+                          "lag, s)"),
+    "lag_with_sync": (lambda: _edit("replication: sync", "replication: sync\n  max_lag: 0.5"),
+                      "*: state.max_lag: only with replication: async (got replication: sync)"),
+    "replication_unknown": (lambda: _edit("replication: sync", "replication: semi"),
+                            "*: state.replication: got 'semi', expected 'sync', 'async' or 'none'"),
+    "negative_lag": (lambda: _edit("replication: sync", "replication: async\n  max_lag: -1"),
+                     "*: state.max_lag: got -1, expected a finite number > 0 and <= 600"),
     "huge_value": (lambda: _edit("fallback: b", "fallback: " + "z" * 5000),
                    "*: regions[0].fallback: got 'zzz*...*zzz', expected one of ['a', 'b', 'c']"),
 }
@@ -167,3 +177,20 @@ def test_the_regional_layout_is_refused_where_kind_and_kube_deploy_one_control_p
         parse_topology(data, "k.yaml")
     data["control_plane"]["layout"] = "global"
     assert parse_topology(data, "k.yaml").layout == "global"
+
+
+@pytest.mark.parametrize(("replication", "defect", "message"), [
+    ("sync", "6", "defects.slow_promotion: only with state.replication: async"),
+    ("async\n  max_lag: 0.5", "-1", "defects.slow_promotion: got -1"),
+])
+def test_a_slow_promotion_defect_needs_a_store_controller(tmp_path: Path, replication: str, defect: str,
+                                                          message: str) -> None:
+    def topology(replication: str, defect: str) -> Path:
+        path = tmp_path / "t.yaml"
+        path.write_bytes(_edit("replication: sync", f"replication: {replication}")
+                         + f"\ndefects:\n  slow_promotion: {defect}\n".encode())
+        return path
+
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_topology(topology(replication, defect))
+    assert load_topology(topology("async\n  max_lag: 0.5", "6")).defects.slow_promotion == 6.0

@@ -1,5 +1,5 @@
 """The one table of verdicts (:mod:`gameday.verdicts.registry`): it names every assertion of a
-drill's result, README lists what it says, and the "How to add a verdict" example works as
+drill's result, the generated reference lists what it says, and the "How to add a verdict" example works as
 written: a verdict registered from a conftest gets its column in the verdict table, is
 judged by ``assert_verdict``, and is n/a with its reason when its input is missing (on
 hand-made timelines, and in a real drill through pytester)."""
@@ -22,7 +22,7 @@ from gameday.runtime.settings import SLO
 from gameday.verdicts.registry import VERDICTS, markdown_table
 from gameday.verdicts.result import DrillResult
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def _example() -> str:
@@ -64,15 +64,24 @@ def test_every_assertion_of_a_result_is_named_by_one_entry() -> None:
 def test_the_table_columns_are_the_registry_columns_in_order() -> None:
     head = table.drill_rows([])[0]
     assert head == ["test", "fault", "region", "switchover", "dns converge", "client recovery", "versions",
-                    "stale alarms", "headroom", "vs prediction", "vs history", "load (achieved/target rps)"]
+                    "stale alarms", "headroom", "vs prediction", "data lost", "tasks twice", "stale reads",
+                    "write recovery",
+                    "vs history",
+                    "load (achieved/target rps)"]
     assert [k.column for k in VERDICTS.columns()] == head[3:-2]
 
 
-def test_readme_lists_the_verdicts_as_the_registry_says() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_the_reference_lists_the_verdicts_as_the_registry_says() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_ref", DOCS / "gen_ref.py")
+    assert spec is not None and spec.loader is not None
+    gen_ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_ref)
+    text = gen_ref.verdicts_page()
     block = re.search(r"<!-- verdicts: generated[^\n]*-->\n(.*?)<!-- end of verdicts -->", text, flags=re.S)
-    assert block is not None, "README has no generated verdict list"
-    assert block.group(1) == markdown_table(), "regenerate it: gameday.verdicts.registry.markdown_table()"
+    assert block is not None, "the verdict reference has no generated verdict list"
+    assert block.group(1) == markdown_table()
     assert "gameday/verdicts/registry.py" in text
 
 
@@ -86,12 +95,16 @@ def test_a_registered_verdict_is_judged_shown_and_n_a_without_its_input() -> Non
         res.assert_verdict("p99_latency", limit=0.1)
     assert [(v.name, v.outcome) for v in res.verdicts] == [("p99_latency", "pass"), ("p99_latency", "fail")]
     head = table.drill_rows([])[0]
-    assert head[head.index("vs prediction") + 1] == "p99 latency", "a plugin's column comes after the built-ins'"
+    assert head[head.index("write recovery") + 1] == "p99 latency", "a plugin's column comes after the built-ins'"
     assert _cell(res, "p99 latency") == "200 ms FAIL"
-    assert res.not_applicable() == {}
+    no_state = "no state layer (no write path)"
+    state_verdicts = {"data_loss": no_state, "data_loss_vs_prediction": no_state, "fencing": no_state,
+                      "duplicates": no_state, "stale_reads": no_state, "write_recovery": no_state,
+                      "write_recovery_vs_prediction": no_state}
+    assert res.not_applicable() == state_verdicts
 
     bare = _result([])
-    assert bare.not_applicable() == {"p99_latency": "no client requests recorded"}
+    assert bare.not_applicable() == {"p99_latency": "no client requests recorded", **state_verdicts}
     v = bare.assert_verdict("p99_latency")
     assert (v.outcome, str(v)) == ("n/a", "n/a: no client requests recorded")
     assert _cell(bare, "p99 latency") == "n/a: no client requests recorded"
@@ -141,7 +154,10 @@ def test_a_verdict_from_a_conftest_in_a_real_drill(pytester: pytest.Pytester) ->
     ])
     (run,) = (pytester.path / "reports" / "runs").glob("*/run.json")
     drills = {d["test"].split("::")[-1]: d for d in json.loads(run.read_text())["drills"]}
-    assert drills["test_outage_without_load"]["not_applicable"] == {"p99_latency": "no client requests recorded"}
+    assert drills["test_outage_without_load"]["not_applicable"] == {
+        "p99_latency": "no client requests recorded",
+        # the default topology's state layer is sync (Raft): its acknowledgements name no epoch
+        "fencing": "no acknowledgement named the primary's epoch (a quorum store has none to fence)"}
     (with_load,) = drills["test_outage_with_load"]["verdicts"]
     assert (with_load["name"], with_load["outcome"], with_load["limit"]) == ("p99_latency", "pass", "5000 ms")
     cases = {c.get("name"): c for c in ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")}

@@ -10,6 +10,11 @@ from gameday.reports import table
 from gameday.runtime.settings import SLO
 from gameday.verdicts.measure import switchover_definition
 from gameday.verdicts.result import DrillResult
+from gameday.verdicts.state import StatedReplication
+
+NO_EPOCH = "no acknowledgement named the primary's epoch (a quorum store has none to fence)"
+NO_MOVE = ("the fault takes region b out and its clients' move is not predicted (no prediction for this drill)")
+"""write_recovery_vs_prediction, where the drill made no prediction of the clients' move."""
 
 SURVIVORS = ("gateway-a", "gateway-c")
 
@@ -54,10 +59,13 @@ def test_no_control_plane_source_makes_versions_not_applicable() -> None:
 
 
 def test_regions_without_capacity_make_headroom_not_applicable() -> None:
-    res = _result(Timeline(), capacity={"a": 100.0, "b": None, "c": 0.0})
+    res = _result(Timeline(), capacity={"a": 100.0, "b": None, "c": 0.0}, state_source=True,
+                  stated_replication=StatedReplication("sync"),
+                  task_queue=True, reads_own_writes=True)
     (c,) = res.assert_headroom()
     assert not c.applicable and c.detail == "n/a: no declared capacity for region(s) b, c"
-    assert res.not_applicable() == {"headroom": "no declared capacity for region(s) b, c"}
+    assert res.not_applicable() == {"headroom": "no declared capacity for region(s) b, c", "fencing": NO_EPOCH,
+                                    "write_recovery_vs_prediction": NO_MOVE}
     assert table.drill_rows([res.summary()])[1][8] == "n/a: no declared capacity for region(s) b, c"
 
 
@@ -72,7 +80,8 @@ def test_no_alarm_source_makes_both_alarm_verdicts_not_applicable() -> None:
 
 def test_verdicts_with_input_still_pass_and_fail() -> None:
     tl = Timeline(alarms=[AlarmObs(2.0, "proxy-a", "stale_snapshot", "lag")], cp=[CpObs(0.5, 1), CpObs(3.0, 1)])
-    res = _result(tl)
+    res = _result(tl, state_source=True, stated_replication=StatedReplication("sync"),
+                  task_queue=True, reads_own_writes=True)
     with pytest.raises(AssertionError, match="1 stale-snapshot alarm"):
         res.assert_no_stale_snapshot_alarms()
     with pytest.raises(AssertionError, match="did not increase for the fault"):
@@ -80,7 +89,8 @@ def test_verdicts_with_input_still_pass_and_fail() -> None:
     assert res.assert_stale_snapshot_alarm_fired()
     assert [(v.name, v.outcome) for v in res.verdicts] == [
         ("stale_alarms", "fail"), ("versions", "fail"), ("stale_alarms", "pass")]
-    assert res.not_applicable() == {}
+    # a state layer whose writes name no epoch; no prediction of the clients' move for a region out
+    assert res.not_applicable() == {"fencing": NO_EPOCH, "write_recovery_vs_prediction": NO_MOVE}
 
 
 def test_switchover_by_entry_node_versions_is_the_section_4_definition() -> None:
@@ -147,3 +157,16 @@ def test_the_verdict_table_names_the_sources_that_fell_behind() -> None:
     assert line == ("test_x (gateway_down): sources behind their poll rate, resolution widened where they set "
                     "it: gateway-c 2.0/10 Hz")
     assert table.render_drills([s])[-1] == line
+
+
+def test_an_alarm_source_that_never_answered_makes_the_alarm_verdicts_not_applicable() -> None:
+    # "0 alarms" from a log file that is not there is not a pass (issue 28): n/a, naming the source.
+    silent = {"log file /x/proxy-a.log of proxy-a (JSON field event)": "/x/proxy-a.log does not exist (yet)",
+              "log file /x/proxy-b.log of proxy-b (JSON field event)": "/x/proxy-b.log does not exist (yet)"}
+    res = _result(Timeline(), silent_alarm_sources=silent)
+    res.assert_no_stale_snapshot_alarms()
+    assert res.assert_stale_snapshot_alarm_fired() == []
+    assert {(v.name, v.outcome) for v in res.verdicts} == {("stale_alarms", "n/a")}
+    assert res.not_applicable()["stale_alarms"] == (
+        "alarm source log file /x/proxy-a.log of proxy-a (JSON field event) never answered (and 1 more) "
+        "(last error: /x/proxy-a.log does not exist (yet))")

@@ -6,6 +6,7 @@
 ``gameday down``     stop every federation still running under the reports directory.
 ``gameday init``     scaffold game days in your own project.
 ``gameday report``   the HTML report of a run's Allure results (Allure, or a self-contained page).
+``gameday inconclusive``  the tests a JUnit report records as inconclusive (to rerun them alone).
 
 ``gameday drill`` runs pytest as its child and waits for it, however long the revert
 takes: Ctrl-C (which the terminal sends to both), SIGTERM and SIGHUP (a closed terminal)
@@ -31,11 +32,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from gameday import __version__
 from gameday.errors import GamedayError
 from gameday.runtime import settings
-from gameday.runtime.interrupts import ACK_ENV, HANDLED, READY, ledger_pending, signal_name
+from gameday.runtime.interrupts import (
+    ACK_ENV,
+    HANDLED,
+    INJECT,
+    READY,
+    STOP_ENV,
+    ledger_pending,
+    signal_name,
+    write_stop,
+)
 from gameday.runtime.procs import RUN_DIR_ENV, run_token, spawn
 from gameday.verdicts.harness import EXIT_INCONCLUSIVE
 
@@ -81,15 +92,26 @@ def _cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _headline_test() -> Path:
-    """The suite's headline drill; `gameday drill` runs exactly that test through pytest.
-    It ships with gameday (``gameday.suites``), so this works in any directory."""
+DRILLS = {
+    "gateway_down": ("test_gateway_outage.py", "test_random_gateway_outage"),
+    "region_blackhole": ("test_region_blackhole.py", "test_region_blackhole"),
+    "store_down": ("test_store_down.py", "test_store_primary_lost"),
+    "store_isolated": ("test_store_isolated.py", "test_store_primary_isolated_and_back"),
+}
+"""``gameday drill --fault NAME``: the suite drill of each fault it offers (file, test)."""
+
+
+def _headline_test(fault: str = "gateway_down") -> str:
+    """The suite's drill of *fault* (the headline drill by default) as a pytest node id;
+    `gameday drill` runs exactly that test through pytest. The suites ship with gameday
+    (``gameday.suites``), so this works in any directory."""
     from gameday.runtime.resources import suites_dir  # noqa: PLC0415
 
-    test = suites_dir() / "gameday" / "test_gateway_outage.py"
+    name, func = DRILLS[fault]
+    test = suites_dir() / "gameday" / name
     if not test.is_file():
         raise GamedayError(f"{test} is missing: the installed gameday is incomplete; reinstall it with pip")
-    return test
+    return f"{test}::{func}"
 
 
 def _project_config(start: Path) -> Path | None:
@@ -108,7 +130,9 @@ def _project_config(start: Path) -> Path | None:
 
 
 def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
-    nodeid = args.test or f"{_headline_test()}::test_random_gateway_outage"
+    if args.test and args.fault:
+        raise GamedayError("--test and --fault: give one (--fault picks the suite's drill of that fault)")
+    nodeid = args.test or _headline_test(args.fault or "gateway_down")
     reports = Path(args.reports).resolve()
     # One directory per `gameday drill`: two drills from one checkout never share output.
     run_dir = reports / "runs" / f"{run_token()}-drill"
@@ -128,6 +152,8 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
         argv += ["--gameday-target=external", f"--gameday-profile={Path(args.profile).resolve()}"]
     if args.rounds is not None:
         argv.append(f"--gameday-rounds={args.rounds}")
+    if args.round_jitter is not None:
+        argv.append(f"--gameday-round-jitter={args.round_jitter}")
     if args.prediction_slack is not None:
         argv.append(f"--gameday-prediction-slack={args.prediction_slack}")
     if args.accept_observed_ttl:
@@ -138,8 +164,10 @@ def _cmd_drill(args: argparse.Namespace, extra: list[str]) -> int:
     argv += extra
     print("running:", " ".join(argv[2:]), flush=True)
     print(f"run directory: {run_dir}", flush=True)
-    env = {**os.environ, RUN_DIR_ENV: str(run_dir), ACK_ENV: str(run_dir / "signals.log")}
-    rc = _Supervisor(argv, env, reports / ".gameday" / "ledger.json", run_dir / "signals.log").run()
+    env = {**os.environ, RUN_DIR_ENV: str(run_dir), ACK_ENV: str(run_dir / "signals.log"),
+           STOP_ENV: str(run_dir / "stop")}
+    rc = _Supervisor(argv, env, reports / ".gameday" / "ledger.json", run_dir / "signals.log",
+                     run_dir / "stop").run()
     for line in _outputs(run_dir, junit, allure):
         print(line, flush=True)
     return rc
@@ -149,8 +177,9 @@ def _outputs(run_dir: Path, junit: Path, allure: Path) -> list[str]:
     """Where the run's files are, naming only files that exist. A run that wrote nothing
     (a usage error, pytest stopped before it started) leaves no empty directory behind."""
     try:
-        if {p.name for p in run_dir.iterdir()} <= {"signals.log"}:  # the wrapper's own file only
+        if {p.name for p in run_dir.iterdir()} <= {"signals.log", "stop"}:  # the wrapper's own files only
             (run_dir / "signals.log").unlink(missing_ok=True)
+            (run_dir / "stop").unlink(missing_ok=True)
             run_dir.rmdir()
             return [f"run directory: nothing was written; removed {run_dir}"]
     except OSError:
@@ -176,15 +205,24 @@ class _Supervisor:
     """Runs pytest as a child, relays signals to it exactly once, and waits for it.
 
     A signal to the whole process group (the terminal's Ctrl-C, ``kill -TERM -PGID``)
-    reaches pytest by itself; one sent to this process alone does not. pytest appends
-    each signal it receives to *ack_path* (:data:`gameday.runtime.interrupts.ACK_ENV`); a signal
+    reaches pytest by itself; one sent to this process alone does not. The first signal is
+    written to *stop_path* (:data:`gameday.runtime.interrupts.STOP_ENV`) before anything else:
+    every process of the run reads it right before each injection call, so nothing is injected
+    after it, even before pytest gets the signal. pytest appends each signal it receives (and each
+    injection call it makes) to *ack_path* (:data:`gameday.runtime.interrupts.ACK_ENV`); a signal
     pytest did not acknowledge within :data:`ACK_GRACE` is forwarded.
     """
 
-    def __init__(self, argv: list[str], env: dict[str, str], ledger: Path, ack_path: Path) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], ledger: Path, ack_path: Path,
+                 stop_path: Path | None = None) -> None:
         self.argv, self.env = argv, env
         self.ledger = ledger
         self.ack_path = ack_path
+        self.stop_path = stop_path
+        self.first_at: float | None = None
+        """When the first signal reached this process (monotonic, as pytest's ack lines)."""
+        self.injections: list[tuple[float, str]] = []
+        """(monotonic time, label) of each injection call pytest made."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.received: list[tuple[int, float]] = []
         """Signals not yet matched to an acknowledgement or forwarded."""
@@ -232,11 +270,14 @@ class _Supervisor:
         return ledger_pending(self.ledger, self.proc.pid) if self.proc is not None else []
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self.first is None and self.stop_path is not None:
+            write_stop(self.stop_path, signum, now)  # first: the injection gate reads it
         self.count += 1
-        self.received.append((signum, time.monotonic()))
+        self.received.append((signum, now))
         pid = self.proc.pid if self.proc is not None else "?"
         if self.first is None:
-            self.first = signum
+            self.first, self.first_at = signum, now
             self.in_effect = self._pending()
             if self.ready:  # else pytest has started nothing yet: _relay stops it, _report_exit says so
                 self._announce()
@@ -268,6 +309,11 @@ class _Supervisor:
         for line in data[:end].splitlines():
             if line.startswith(READY.encode()):
                 self.ready = True
+                continue
+            if line.startswith(INJECT.encode()):
+                with contextlib.suppress(ValueError, IndexError):
+                    _, when, label = line.decode(errors="replace").split(maxsplit=2)
+                    self.injections.append((float(when), label))
                 continue
             try:
                 sig_s, t_s = line.split()
@@ -308,6 +354,20 @@ class _Supervisor:
                 self.expect[sig] = self.expect.get(sig, 0) + 1
                 self.received.remove(event)
 
+    def _say_injections_after(self, got: int, left: list[str]) -> None:
+        """Name every injection call pytest made after the first signal reached this process
+        (there should be none: the stop file gates each one; one made at the same instant
+        can still race it), and whether it was reverted; or say there was none."""
+        if self.first_at is None:
+            return  # the signal went to pytest alone: its own gate saw it first
+        late = [(t - self.first_at, label) for t, label in self.injections if t >= self.first_at]
+        if not late:
+            self._say(f"gameday: no fault was injected after the {signal_name(got)}")
+            return
+        for dt, label in late:
+            state = "still in the ledger" if any(label.startswith(w) or w in label for w in left) else "reverted"
+            self._say(f"gameday: {label} was injected {dt:.2f} s after the {signal_name(got)} ({state})")
+
     def _report_exit(self, rc: int) -> int:
         """Say how pytest ended after a signal or a kill, and what the ledger holds from it;
         returns this command's exit status: 128 + the signal after one (never 0), pytest's
@@ -342,6 +402,7 @@ class _Supervisor:
         self._say(f"gameday: pytest {how} after {signal_name(got)}; reverted: "
                   + (", ".join(reverted) if reverted else "nothing was pending in the ledger when it came")
                   + f"; exit status {128 + got}")
+        self._say_injections_after(got, left)
         if rc == 0:  # pytest's own handler makes it 2: 0 means the interrupt went astray
             self._say(f"gameday: pytest reported success although {signal_name(got)} reached it: the run is "
                       "not a pass; check its report for a fault injected after the signal")
@@ -403,6 +464,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_inconclusive(args: argparse.Namespace) -> int:
+    from gameday.reports.junit import inconclusive_tests  # noqa: PLC0415
+
+    undecided = [u for path in args.junit for u in inconclusive_tests(Path(path))]
+    seen: set[str] = set()
+    for u in undecided:
+        if u.nodeid not in seen:
+            seen.add(u.nodeid)
+            print(u.nodeid)
+            if args.reasons:
+                print(f"    {u.reason}", file=sys.stderr)
+    return 0 if seen else 1
+
+
 def _open_report(index: Path, *, served: bool) -> None:
     import webbrowser  # noqa: PLC0415
 
@@ -457,6 +532,9 @@ def _add_drill(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     dr.add_argument("--profile", type=settings.cli_type("profile"),
                     help="drill your own federation: its profile YAML (the external target; see the README)")
     dr.add_argument("--rounds", type=settings.cli_type("rounds"), help="repeat the drill N times with seeded picks")
+    dr.add_argument("--round-jitter", metavar="SECONDS", type=settings.cli_type("round-jitter"),
+                    help="before each round's fault, wait a seeded random 0..SECONDS, so that rounds land at "
+                    "independent phases of the federation's health-check cycle (default 0)")
     dr.add_argument("--reports", default="reports", type=settings.cli_type("reports"),
                     help="where run data goes (default: reports)")
     dr.add_argument("--prediction-slack", metavar="SECONDS", type=settings.cli_type("prediction-slack"),
@@ -469,6 +547,11 @@ def _add_drill(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "profile's timing.dns_ttl, judging with the observed one (default: refuse, nothing injected)")
     dr.add_argument("--test", help="run this pytest node id (a drill of your own) instead of the headline "
                     "drill, from the current directory")
+    dr.add_argument("--fault", choices=sorted(DRILLS),
+                    help="run the suite's drill of this fault instead of the headline gateway_down: "
+                    "region_blackhole (a whole region cut off), store_down (the node leading the data is "
+                    "killed: the state layer's verdicts), store_isolated (that node frozen and back as it was: "
+                    "fencing)")
     dr.set_defaults(fn=_cmd_drill)
 
 
@@ -542,13 +625,123 @@ def _add_report(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     "on loopback HTTP until Ctrl-C)")
     rp.set_defaults(fn=_cmd_report)
 
+def _add_inconclusive(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday inconclusive: the tests a JUnit report records as inconclusive (harness starved)."""
+    ic = sub.add_parser("inconclusive", help="list the tests a JUnit report records as inconclusive (to rerun them)",
+                        description="Prints the pytest node id of every test that a JUnit XML report of a "
+                        "gameday run records as inconclusive (its harness was starved on a busy machine: "
+                        "neither a pass nor a fail of the federation), one per line, for a CI to run just "
+                        "those again on a quieter machine: pytest @FILE reads them. Exits 0 when it listed "
+                        "any, 1 when there were none, 2 when a report is missing or not JUnit XML.")
+    ic.add_argument("junit", nargs="+", help="JUnit XML report(s) of pytest runs with gameday (--junitxml)")
+    ic.add_argument("--reasons", action="store_true", help="also print each test's reason, on stderr")
+    ic.set_defaults(fn=_cmd_inconclusive)
+
+
+def _cmd_rbac(args: argparse.Namespace) -> int:
+    import yaml  # noqa: PLC0415
+
+    from gameday.targets.k8s import profile_plan as pp  # noqa: PLC0415
+    from gameday.targets.k8s import rbac  # noqa: PLC0415
+    from gameday.targets.profile import load_profile  # noqa: PLC0415
+
+    if args.profile:
+        loaded = load_profile(Path(args.profile))
+        k = loaded.profile.kubernetes
+        if k is None:
+            raise GamedayError(f"{args.profile}: has no `kubernetes:` section: no Kubernetes fault to grant")
+        faults = [(name, None) for name in k.faults] + [(name, r) for r, table in k.regions.items() for name in table]
+        perms = []
+        for name, region in faults:
+            inject, revert = pp.plan_inject(pp.locate(loaded.profile, name, region, str(args.profile)), pp.Observed())
+            perms += rbac.needed(inject, revert)
+        source, contexts = args.profile, dict(k.contexts)
+    else:
+        perms, n, contexts = _topology_permissions(Path(args.topology))
+        faults, source = [("", None)] * n, f"{args.topology} (the kube target's reference federation)"
+    kind, subject = ("ServiceAccount", args.service_account) if args.service_account else ("User", args.user)
+    out = [f"# gameday rbac: least privilege for the {len(faults)} Kubernetes fault(s) of {source} and their "
+           "exact inverses (gameday asks for exactly these with SelfSubjectAccessReviews before each fault)"]
+    for cluster, docs in sorted(rbac.role_manifests(sorted(set(perms)), subject_kind=kind,
+                                                    subject_name=subject).items()):
+        where = f"cluster {cluster} (context {contexts.get(cluster, '?')})"
+        for doc in docs:
+            doc["metadata"].setdefault("annotations", {})["gameday.dev/cluster"] = where
+            _validate_strictly(doc)
+            out += [f"---\n# {where}", yaml.safe_dump(doc, sort_keys=False).rstrip()]
+    print("\n".join(out))
+    return 0
+
+
+def _topology_permissions(path: Path) -> tuple[list[Any], int, dict[str, str]]:
+    """Every kube fault of the reference federation deployed from topology *path*, on every
+    region it applies to, with its inverse: (permissions, faults planned, cluster -> context)."""
+    from gameday.errors import ConfigError  # noqa: PLC0415
+    from gameday.faults.catalogue import FAULTS  # noqa: PLC0415
+    from gameday.model.topology import GLOBAL_CLUSTER, load_topology  # noqa: PLC0415
+    from gameday.targets.k8s import plan, rbac  # noqa: PLC0415
+
+    topology = load_topology(path)
+    desired = plan.Observed.desired(topology)
+    perms: list[Any] = []
+    planned = 0
+    for name in plan.K8S_ACTIONS:
+        fault = FAULTS.get(name)
+        if fault is None or isinstance(plan.K8S_ACTIONS.get(name), plan.NotDeployed):
+            continue
+        # a required parameter's value does not change which permissions the plan needs
+        params = {p.name: p.default if not p.required else {"tier": "gameday"} if p.name == "labels" else 1.0
+                  for p in fault.params}
+        for region in [r.name for r in topology.regions] if fault.needs_region else [None]:
+            try:
+                recorded = dict(params)
+                inject = plan.plan_inject(topology, name, region, recorded, desired)
+                perms += rbac.needed(inject, plan.plan_revert(topology, name, region, recorded))
+                planned += 1
+            except (ConfigError, TypeError, ValueError):
+                continue  # not plannable offline in this shape: nothing to grant for it
+    contexts = {r.name: f"kind-gd-{r.name}" for r in topology.regions} | {GLOBAL_CLUSTER: f"kind-gd-{GLOBAL_CLUSTER}"}
+    return perms, planned, contexts
+
+
+def _validate_strictly(doc: dict[str, object]) -> None:
+    """Against the real Kubernetes schemas, strictly, where they are installed (the kube extra)."""
+    try:
+        import kubernetes_validate  # noqa: PLC0415
+    except ImportError:
+        return
+    from gameday.targets.k8s.objects import SCHEMA_VERSION  # noqa: PLC0415
+
+    kubernetes_validate.validate(doc, SCHEMA_VERSION, strict=True)
+
+
+def _add_rbac(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """gameday rbac: the least-privilege Role and RoleBinding a profile's Kubernetes faults need."""
+    rb = sub.add_parser("rbac", help="print the least-privilege Role and RoleBinding (per cluster and namespace) "
+                        "that a profile's Kubernetes faults and their exact inverses need",
+                        description="Prints, as YAML for kubectl apply, per cluster of the profile's "
+                        "kubernetes.contexts: a Role and a RoleBinding per namespace granting exactly the "
+                        "verbs and resources its faults and their exact inverses need (the same permissions "
+                        "the kube target checks with SelfSubjectAccessReviews before each fault), validated "
+                        "strictly against the Kubernetes schemas when kubernetes-validate is installed.")
+    what = rb.add_mutually_exclusive_group(required=True)
+    what.add_argument("--profile", help="the federation profile (its `kubernetes:` section)")
+    what.add_argument("--topology", help="a topology the kube/kind target deploys the reference federation from "
+                      "(its faults on every region; contexts shown as kind's)")
+    who = rb.add_mutually_exclusive_group()
+    who.add_argument("--user", default="gameday", help="the User the RoleBindings name (default: gameday)")
+    who.add_argument("--service-account", metavar="NAMESPACE/NAME",
+                     help="bind a ServiceAccount instead (a CI job's)")
+    rb.set_defaults(fn=_cmd_rbac)
+
+
 def _parser() -> argparse.ArgumentParser:
     """The ``gameday`` command line: one sub-command per ``_add_*`` function."""
     parser = argparse.ArgumentParser(prog="gameday", description=(__doc__ or "").replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gameday {__version__}")
     sub = parser.add_subparsers(dest="cmd", required=True)
-    for add in (_add_up, _add_drill, _add_restore, _add_down, _add_init, _add_report):
+    for add in (_add_up, _add_drill, _add_restore, _add_down, _add_init, _add_report, _add_inconclusive, _add_rbac):
         add(sub)
     return parser
 

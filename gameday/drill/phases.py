@@ -3,6 +3,8 @@
 1. :meth:`FaultPhases.preflight`: the request checked and refused before anything is touched
    (the fault exists and fits, the target can do it, the regions left carry the load, clients
    can move in time); a dry run prints its plan here and skips.
+   :meth:`FaultPhases.jitter`: the drill's first fault waits its seeded round jitter
+   (``--gameday-round-jitter``), if any.
 2. :meth:`FaultPhases.open`: the outermost fault's turn (:mod:`gameday.drill.turns`), the
    health check, a new timeline and its observers; a nested fault shares its parent's.
 3. :meth:`FaultPhases.baseline`: the prediction, then the steady state.
@@ -30,9 +32,24 @@ from gameday.drill.checks import DrillChecks, entry_nodes_route
 from gameday.drill.context import ActiveFault, DrillContext, FaultRequest
 from gameday.drill.guard import FaultGuard
 from gameday.drill.turns import Turns
-from gameday.errors import ComponentDied, DrillAborted, FaultError, FaultUnavailable, LoadCollapsed
+from gameday.errors import (
+    ComponentDied,
+    DrillAborted,
+    DrillRefused,
+    FaultError,
+    FaultUnavailable,
+    LoadCollapsed,
+    TargetError,
+)
 from gameday.faults.ledger import LedgerEntry
-from gameday.interfaces import ComponentState, FaultPlanner, Liveness, liveness_of
+from gameday.interfaces import (
+    ChecksPermissions,
+    ComponentState,
+    FaultPlanner,
+    HasStatePrimary,
+    Liveness,
+    liveness_of,
+)
 from gameday.model.timeline import FaultWindow, Timeline
 from gameday.observers.observer import Observer
 from gameday.observers.sources import Sources
@@ -49,13 +66,20 @@ class FaultPhases:
     """The phases of every fault of one drill, sharing its guard, its turn and its checks."""
 
     def __init__(self, ctx: DrillContext, guard: FaultGuard, turns: Turns, checks: DrillChecks,
-                 results: list[DrillResult]) -> None:
+                 results: list[DrillResult], *, jitter: float = 0.0) -> None:
         self.ctx = ctx
         self.guard = guard
         self.turns = turns
         self.checks = checks
         self.results = results
         """Where each fault's result goes when it is closed (the drill's ``results``)."""
+        self.jitter_s = jitter
+        """Seconds the drill's first fault waits (:attr:`gameday.drill.Drill.jitter`)."""
+        self._jitter_done = False
+        self._waited: tuple[FaultRequest, float] | None = None
+        self._primary: tuple[FaultRequest, str | None] | None = None
+        """The region leading the data before the last fault's injection (see :meth:`_state_primary`)."""
+        """The request that waited the jitter and how long, until its result records it."""
 
     def preflight(self, kind: str, region: str | None, params: dict[str, Any], *, baseline: float,
                   restore_timeout: float) -> FaultRequest:
@@ -71,6 +95,10 @@ class FaultPhases:
         fk = c.faults.check(kind, region, params, c.region_names)
         action = f"{kind} {region or ''}".strip()
         c.interrupts.checkpoint(f"before the checks of {action}")
+        if not c.settings.dry_run and (why := c.ledger.unwritable()) is not None:
+            raise DrillRefused(f"refusing {action}: the fault ledger {c.ledger.path} cannot be written: {why}; a "
+                               "fault whose ledger entry cannot be written could not be restored after a kill. "
+                               "Free space or give --gameday-reports a writable folder; nothing was injected")
         plan: tuple[str, str] | None = None
         if isinstance(c.target, FaultPlanner):
             # The target refuses a fault it cannot do (an external profile without it) now,
@@ -97,6 +125,35 @@ class FaultPhases:
             self.checks.dry_run(kind, region, dict(params), checks=checks, lost=lost, baseline=baseline,
                                 restore_timeout=restore_timeout)
         return FaultRequest(kind, region, params, fk, plan, parent, already_lost, lost)
+
+    def jitter(self, req: FaultRequest) -> None:
+        """The drill's first fault (only) waits :attr:`jitter_s` seconds, before its turn, its
+        health check and its observers (nothing held, nothing polled meanwhile): with
+        ``--gameday-round-jitter`` J, each round injects at a phase of the federation's periodic
+        processes (a health checker's cycle of period P <= J) independent of the other rounds'.
+        Without it (J = 0) nothing is waited and nothing recorded.
+
+        Raises:
+            KeyboardInterrupt: a signal has arrived (checked every 0.1 s); nothing injected.
+        """
+        c, bound = self.ctx, self.ctx.settings.round_jitter
+        if req.parent is not None or self._jitter_done or bound <= 0:
+            return
+        self._jitter_done = True
+        seconds = self.jitter_s
+        with c.steps.phase(f"round jitter before {req.label}") as step:
+            step.params = {"waited": f"{seconds:.2f} s",
+                           "drawn from": f"0-{bound:g} s, uniform (seed {c.settings.seed}, round {c.round + 1})"}
+            step.title = f"round jitter: {seconds:.2f} s of 0-{bound:g} s before {req.label}"
+            c.progress(f"round {c.round + 1}: waiting {seconds:.1f} s (round jitter, 0-{bound:g} s) "
+                       f"before {req.label}")
+            end = time.monotonic() + seconds
+            while True:
+                c.interrupts.checkpoint(f"round jitter before {req.label}")
+                if (left := end - time.monotonic()) <= 0:
+                    break
+                time.sleep(min(0.1, left))
+        self._waited = (req, seconds)
 
     def open(self, req: FaultRequest) -> tuple[Timeline, Observer]:
         """The outermost fault's turn, the health check, a new timeline and its observers; a
@@ -165,7 +222,21 @@ class FaultPhases:
                 tl.copy(), start, time.monotonic(), [r for r in self.ctx.region_names if r not in req.already_lost])
             step.title = phase_steps.baseline_title(step.params)
         self.ctx.interrupts.checkpoint(f"steady state before {req.label} reached")
+        self._primary = (req, self._state_primary(req, observer))
         return prediction
+
+    def _state_primary(self, req: FaultRequest, observer: Observer) -> str | None:
+        """The region leading the data just before a fault that takes a store node (the
+        write-recovery prediction tells a failover from a lost follower by it); None: no such
+        fault, no state layer, or the target cannot say."""
+        target = self.ctx.target
+        if req.fk.store_node is None or observer.sources.state is None or not isinstance(target, HasStatePrimary):
+            return None
+        try:
+            return target.state_primary()
+        except TargetError as exc:
+            log.warning("gameday: which region leads the data is not known before %s: %s", req.label, exc)
+            return None
 
     def inject(self, req: FaultRequest, tl: Timeline, live: Liveness | None) -> tuple[LedgerEntry, FaultWindow]:
         """Record the fault in the ledger, then inject it (never after a signal); its ledger
@@ -180,12 +251,29 @@ class FaultPhases:
             step.title = f"inject {label}: {step.params['action']}"
             # The absolute gate: a signal has arrived, whatever became of its exception.
             c.interrupts.refuse_injection(label)
+            if isinstance(c.target, ChecksPermissions):
+                # Never inject what cannot be reverted: the credentials must allow the inverse too
+                # (asked here, once the drill holds its turn: an API call is a touch of the clusters).
+                lacking = c.target.missing_permissions(kind, region, dict(params))
+                if lacking:
+                    raise DrillRefused(f"refusing {label}: the {c.target.name} target's credentials lack what the "
+                                       f"fault or its exact inverse needs: {'; '.join(lacking)}. `gameday rbac` "
+                                       "prints a Role granting exactly what the faults need; nothing was injected")
             entry = c.ledger.record(kind, region, params, c.target.name, c.target.ref(),
                                     attach=registry.attach_path(c.target))
             # Expected dead from before the call: the watcher must not name the fault's own work.
             watcher.expect(entry.id, InEffect(label, None,
                                               live.stopped_by(kind, region) if live else frozenset()))
             self.guard.phase = "inject"
+            try:
+                # Again at the last moment (the ledger write took time): `gameday drill`'s stop
+                # file may have come meanwhile, before its signal reached this process.
+                c.interrupts.refuse_injection(label)
+            except KeyboardInterrupt:
+                watcher.unexpect(entry.id, time.monotonic())
+                c.ledger.remove(entry.id)
+                raise
+            c.interrupts.note_injection(label)
             t_call = time.monotonic()
             tl.mark(t_call, "inject_call", label)
             try:
@@ -209,6 +297,14 @@ class FaultPhases:
             already_lost=req.already_lost, weights={r.name: r.weight for r in c.regions},
             cut_off=(region,) if fk.cuts_off_region and region else (), instance_outage=fk.hits_instances,
             control_plane_source=observer.sources.control_plane is not None,
+            state_source=observer.sources.state is not None,
+            stated_replication=getattr(observer.sources.state, "stated", None),
+            write_timeout=getattr(observer.sources.state, "timeout", None),
+            store_effect=fk.store_node,
+            state_primary=self._primary[1] if self._primary is not None and self._primary[0] is req else None,
+            task_queue=observer.writer is not None and observer.writer.queue is not None,
+            reads_own_writes=observer.writer is not None and observer.writer.reader is not None,
+            nested=req.parent is not None,
             alarm_sources=bool(observer.sources.alarms), alarm_prefix="", poll_interval=observer.interval,
             clock_uncertainty=c.load.clock_uncertainty if c.load is not None else 0.0,
             utilisation_regions=frozenset(r for r, urls in observer.sources.utilisation.items() if urls),
@@ -217,6 +313,10 @@ class FaultPhases:
         )
         if self.turns.note is not None:
             result.notes["drill lock"] = self.turns.note
+        if self._waited is not None and self._waited[0] is req:
+            result.notes["round_jitter"] = {"waited_s": round(self._waited[1], 3),
+                                            "up_to_s": c.settings.round_jitter}
+            self._waited = None
         if live is None:
             result.notes["liveness"] = (f"not observed: the {c.target.name} target has no liveness "
                                         "capability; a dead component shows only as what it breaks")
@@ -261,6 +361,8 @@ class FaultPhases:
                     guard.sleep(observe_after)
                     if observe_until is not None:
                         guard.wait_until(observe_until, restore_timeout)
+                    if req.parent is None:  # steady again: what the store still holds (DESIGN.md §9)
+                        active.observer.verify_writes()
             finally:
                 step.params = phase_steps.restore_facts(active.result)
                 step.title = phase_steps.restore_title(step.params)
@@ -280,6 +382,11 @@ class FaultPhases:
         if active is not None:
             active.result.poll_rates = observer.poll_rates()
             active.result.window_rates = observer.poll_rates(since=active.window.t_fault)
+            # An alarm source that never answered (a log file that is not there) saw no alarm
+            # because it saw nothing: the alarm verdicts are n/a, never "0 alarms".
+            active.result.silent_alarm_sources = {
+                r.description: r.last_error or "no answer" for k, r in active.result.poll_rates.items()
+                if k.startswith("alarms ") and r.polls > 0 and r.answered == 0}
             active.result.window_check_timeouts = observer.check_timeouts_since(active.window.t_fault)
             active.result.casualty = guard.casualty
             self.results.append(active.result)

@@ -87,13 +87,18 @@ class Drill:
             skip_unavailable_faults=skip_unavailable_faults, on_result=on_result, on_block_end=on_block_end)
         """What every part of the drill shares (see :mod:`gameday.drill.context`)."""
         self.rng = random.Random(f"{settings.seed}:{seed_key}:{round_index}")
+        self.jitter = random.Random(f"{settings.seed}:{seed_key}:{round_index}:jitter").uniform(
+            0.0, settings.round_jitter)
+        """Seconds the drill's first fault waits before it takes its turn (``--gameday-round-jitter``,
+        :attr:`gameday.runtime.settings.Settings.round_jitter`): uniform over 0..round_jitter, from a
+        generator of its own seeded like :attr:`rng`, so the region picks are those of a run without it."""
         self.picks: list[str] = []
         self.results: list[DrillResult] = []
         self._guard = FaultGuard(self.ctx)
         self._checks = DrillChecks(self.ctx)
         self._phases = FaultPhases(self.ctx, self._guard, Turns(target, settings, what=f"test {seed_key}",
                                                                 progress=self.ctx.progress),
-                                   self._checks, self.results)
+                                   self._checks, self.results, jitter=self.jitter)
 
     # -- what it was made with ---------------------------------------------------------------------
     @property
@@ -191,6 +196,9 @@ class Drill:
                 and the verdict judges what was recorded.
             params: the fault's parameters (see :mod:`gameday.faults.catalogue`).
 
+        The drill's first fault first waits :attr:`jitter` seconds (``--gameday-round-jitter``;
+        none by default), before its turn and its observers.
+
         With ``--gameday-dry-run`` nothing is injected: the checks below run, the plan
         (health check, steady state, the fault and its exact inverse) is printed and the
         test is skipped with the plan as its reason (a dry run passes no verdict).
@@ -213,6 +221,7 @@ class Drill:
         """
         phases, guard = self._phases, self._guard
         req = phases.preflight(kind, region, params, baseline=baseline, restore_timeout=restore_timeout)
+        phases.jitter(req)
         tl, observer = phases.open(req)
         live = liveness_of(self.target)
         survivors = tuple(n.name for n in observer.sources.entry_nodes if n.region not in req.lost)

@@ -17,7 +17,7 @@ FAULTS = FaultTable((
           description="the region's gateway is stopped; revert starts it again on the same address and port"),
     Fault(name="gateway_hung", needs_region=True, takes_region_out=True, gateway_check_fails="at the timeout",
           description="the region's gateway is frozen: connections hang; revert resumes it"),
-    Fault(name="region_blackhole", needs_region=True, takes_region_out=True, cuts_off_region=True,
+    Fault(name="region_blackhole", needs_region=True, takes_region_out=True, cuts_off_region=True, store_node="frozen",
           description="every process of the region is frozen, nothing in or out answers ('pulling the "
                       "cable'); revert resumes them"),
     Fault(name="control_plane_down", needs_region=False, stops=("controlplane",),
@@ -44,6 +44,19 @@ FAULTS = FaultTable((
     Fault(name="proxy_cut_off", needs_region=True,
           description="the region's local proxy drops every version broadcast (cut off from the control "
                       "plane, R6); revert lets it hear them again"),
+    Fault(name="store_down", needs_region=True, stops=("store-{region}",), store_node="stopped",
+          description="the region's store node (the state layer's nats-server) is killed (SIGKILL): what it held "
+                      "only in memory is gone, a file store's data survives on disk; revert starts it again on the "
+                      "same address and port (a federation with a state layer only)"),
+    Fault(name="store_isolated", needs_region=True, store_node="frozen",
+          description="the region's store node is frozen (SIGSTOP): alive with everything it held, answering "
+                      "nothing, so a standby is promoted (async) or a new leader elected (sync) behind its back; "
+                      "revert resumes it, an old primary returning as it was, which is where fencing is tested "
+                      "(a federation with a state layer only)"),
+    Fault(name="replication_lag", needs_region=False, store_node="frozen",
+          description="replication is held back until reverted: async, the store controller's replicator "
+                      "stops copying (a stalled WAL sender); sync, one replica that does not lead is frozen, "
+                      "so every acknowledgement needs both others; revert releases it (a state layer only)"),
     Fault(name="region_labels", needs_region=True, params=(Param("labels"),),
           description="the region agent's labels (slow state) are replaced by `labels`; nothing reaches the "
                       "global snapshot until the next full reconciliation pass (R3); revert puts the old "

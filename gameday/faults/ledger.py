@@ -13,6 +13,7 @@ still finds a ledger that a run elsewhere left behind.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -33,6 +34,11 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "session_pid": (int, type(None)),
 }
 _OPTIONAL = ("created", "attach", "session_pid")  # absent in ledgers written before they existed
+
+
+PROBE_BYTES = 64 * 1024
+"""What :meth:`Ledger.unwritable` writes to prove there is room: a ledger of many entries, and
+the run's other files (figures, steps) written around an injection."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,27 @@ class Ledger:
             self._write([*self._read(), entry])
         _register(self.path)
         return entry
+
+    def unwritable(self) -> str | None:
+        """Why the ledger could not be written now (a full or read-only filesystem, a
+        directory without write permission), or None: it can. Proven by writing
+        :data:`PROBE_BYTES` beside it, synced, then removed: asked before any fault is injected
+        (a fault whose ledger entry cannot be written must not be injected)."""
+        probe = self.path.parent / f".probe-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                os.write(fd, b"\0" * PROBE_BYTES)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            return f"{exc.strerror or exc} ({self.path.parent})"
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+        return None
 
     def update_params(self, entry_id: str, params: dict[str, Any]) -> None:
         """Record parameters learnt during injection (e.g. the value a revert restores)."""

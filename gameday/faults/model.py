@@ -74,6 +74,13 @@ class Fault:
     :mod:`gameday.verdicts.predict` needs it; None: the fault is not detected by the gateway's
     health checks alone, and its vs-prediction verdicts are n/a."""
 
+    store_node: Literal["stopped", "frozen"] | None = None
+    """What the fault does to a store node of the state layer (DESIGN.md section 9): ``stopped``
+    (killed: its clients' connections break at once) or ``frozen`` (alive, answering nothing: its
+    clients find out from their pings). Its region's node, or for a fault with no region one
+    that does not lead the data. None: it leaves every store node. The write-recovery prediction
+    needs it."""
+
     def stopped(self, region: str | None) -> frozenset[str]:
         """:attr:`stops` with ``{region}`` filled in."""
         return frozenset(s.format(region=region) for s in self.stops)

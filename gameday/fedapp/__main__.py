@@ -1,7 +1,7 @@
 """Run one federation component: ``python -m gameday.fedapp ROLE --spec FILE [--region R] [--instance I]``.
 
 Roles: ``controlplane``, ``agent`` (needs --region), ``gateway`` (--region),
-``proxy`` (--region), ``app`` (--instance), ``gslb``.
+``proxy`` (--region), ``app`` (--instance), ``gslb``, ``storectl`` (an ``async`` state layer).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ ROLES = {
     "proxy": "gameday.fedapp.proxy",
     "app": "gameday.fedapp.app",
     "gslb": "gameday.fedapp.gslb",
+    "storectl": "gameday.fedapp.storectl",
 }
 
 

@@ -76,6 +76,9 @@ class Target:
     last_error: str | None = None
     probes: int = 0
     failures: int = 0
+    changed_after: int | None = None
+    """How many consecutive results (failures for a removal, successes for a re-admission)
+    made the last change of the determined state (R2: at least 3 failures; successes, plural)."""
 
     def value(self) -> Json:
         if self.kind == "instance":
@@ -89,14 +92,14 @@ class Target:
             self.consecutive_ok += 1
             self.consecutive_fail = 0
             if self.healthy is not True and self.consecutive_ok >= rise:
-                self.healthy = True
+                self.healthy, self.changed_after = True, self.consecutive_ok
                 return True
         else:
             self.failures += 1
             self.consecutive_fail += 1
             self.consecutive_ok = 0
             if self.healthy is not False and self.consecutive_fail >= fall:
-                self.healthy = False
+                self.healthy, self.changed_after = False, self.consecutive_fail
                 return True
         return False
 
@@ -278,6 +281,7 @@ class Agent(HttpComponent):
                     "last_probe_ms": t.last_probe_ms,
                     "last_error": t.last_error,
                     "probes": t.probes,
+                    "changed_after": t.changed_after,
                 }
                 for t in self.targets.values()
             },

@@ -75,6 +75,10 @@ class Follower:
         self.alarms_total = 0
         self.drop_broadcasts = False
         self.never_refresh = False
+        self.full_pulls = False
+        """A negative-control defect (R4): every pull asks for the whole snapshot."""
+        self.silent = False
+        """A negative-control defect (R6): the stale-snapshot alarm is never raised."""
         self.pulls: dict[str, int] = {"diff": 0, "full": 0, "failed": 0}
         self.pulled_bytes: dict[str, int] = {"diff": 0, "full": 0}
         self.pulled_entries: dict[str, int] = {"diff": 0, "full": 0}
@@ -126,7 +130,7 @@ class Follower:
 
     async def pull(self) -> bool:
         """Request the diff since our version and apply it. Returns True on success."""
-        since = self.replica.version
+        since = 0 if self.full_pulls else self.replica.version
         t0 = time.monotonic()
         try:
             msg = await self._nc.request(
@@ -183,7 +187,7 @@ class Follower:
             self.lag_since = None
         lag = now - self.lag_since if self.lag_since is not None else 0.0
         silent = now - self.last_heard
-        stale = lag > self.stale_after or silent > self.stale_after
+        stale = (lag > self.stale_after or silent > self.stale_after) and not self.silent
         if stale and not self.stale:
             self.alarms_total += 1
             self.log("stale_snapshot", node=self.node, version=self.replica.version,

@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import time
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -120,6 +121,9 @@ class Gateway(EntryNode):
         self.ready_fault = ReadyzFault()
         # A topology defect (negative controls) can start the gateway without fallback.
         self.fallback_enabled = region.name not in spec.topology.defects.gateway_no_fallback
+        self.needs_sync = region.name in spec.topology.defects.gateway_needs_sync
+        """R1 broken: refuse clients' requests once no broadcast was heard for four heartbeat periods
+        (four: a busy machine's late broadcast must not refuse them before the fault)."""
         self.requests_total = 0
         self.fallbacks_total = 0
         self.errors_total = 0
@@ -174,6 +178,10 @@ class Gateway(EntryNode):
         self.requests_total += 1
         version = self.follower.replica.version
         budget = self.timing.request_budget
+        silent = time.monotonic() - self.follower.last_heard
+        if self.needs_sync and silent > 4 * self.timing.heartbeat_interval:
+            return self._error(503, f"no broadcast heard for {silent:.1f} s: not routing on an old snapshot",
+                               version, [])
         local = self._local_target()
         if HOP in request.headers:
             if local is None:

@@ -62,6 +62,11 @@ HTTP (``spec.gslb_http``, the skeleton of :mod:`gameday.fedapp.skeleton`)
 ------------------------------------------------------------------------------
 ``/livez``; ``/readyz`` (200 once the first probe round is done and DNS is bound, and
 while no readiness fault is set);
+Batches: with ``timing.gslb_delay`` > 0 the answers follow the health state as it stood at the
+latest batch, every ``gslb_delay`` s from start-up (a GSLB that pushes a zone or polls a health
+store does the same), so a decision reaches the answers 0 to ``gslb_delay`` s after it is made;
+``/status`` shows each region's ``answered`` beside ``healthy``.
+
 Defects for negative controls (``topology.defects``): ``gslb_answer_lag`` keeps answering with
 a region that many seconds after its health state took it out; ``probe_interval_factor``
 probes every ``factor x probe_interval`` (slower than the topology states).
@@ -143,6 +148,8 @@ class RegionState:
     """Monotonic time the current ramp started; None = full weight."""
     answers_total: int = 0
     changed_at: float = field(default_factory=time.monotonic)
+    changes: list[tuple[float, bool]] = field(default_factory=list)
+    """The latest changes of ``healthy`` (monotonic time, new value): what a batch saw."""
 
     @property
     def name(self) -> str:
@@ -166,6 +173,9 @@ class Gslb(HttpComponent):
         t = spec.topology.timing
         self.ttl = t.dns_ttl
         self.ramp_seconds = t.ramp_seconds
+        self.gslb_delay = t.gslb_delay
+        """Seconds between the batches that apply health decisions to the answers (0: at once)."""
+        self.batch_epoch = time.monotonic()
         self.rise = t.rise
         self.fall = t.fall
         self.zone = dns.name.from_text(spec.topology.zone)
@@ -245,8 +255,9 @@ class Gslb(HttpComponent):
         healthy = bool(r.probe_healthy) and r.cp_routable is not False
         now = time.monotonic()
         if healthy and not r.healthy:
-            # First admission at full weight; every re-admission ramps (R10).
-            r.ramp_from = now if r.ever_admitted and self.ramp_seconds > 0 else None
+            # First admission at full weight; every re-admission ramps (R10), unless the defect.
+            ramps = r.ever_admitted and self.ramp_seconds > 0 and not self.spec.topology.defects.gslb_no_ramp
+            r.ramp_from = now if ramps else None
             r.ever_admitted = True
         elif not healthy:
             r.ramp_from = None
@@ -255,6 +266,7 @@ class Gslb(HttpComponent):
             return
         if r.healthy != before[2]:
             r.changed_at = now
+            r.changes = [*r.changes[-15:], (now, r.healthy)]
         if before[1] != r.cp_routable:
             view = {True: "routable", False: "not routable", None: "no view"}[r.cp_routable]
             reason = f"{reason}; control plane: region {view}"
@@ -293,10 +305,21 @@ class Gslb(HttpComponent):
         """A region the health state took out less than ``answer_lag`` seconds ago (the defect)."""
         return self.answer_lag > 0 and r.ever_admitted and not r.healthy and now - r.changed_at < self.answer_lag
 
+    def answered(self, r: RegionState, now: float) -> bool:
+        """Whether the answers count *r* healthy at *now*: its health at the latest batch (every
+        ``gslb_delay`` s from start-up; live where that is 0), or lagging behind (the defect)."""
+        if self.gslb_delay <= 0:
+            published = r.healthy
+        else:
+            batch = self.batch_epoch + (now - self.batch_epoch) // self.gslb_delay * self.gslb_delay
+            seen = [healthy for t, healthy in r.changes if t <= batch]
+            published = seen[-1] if seen else (not r.changes[0][1] if r.changes else r.healthy)
+        return published or self._lagging(r, now)
+
     def pick(self, now: float | None = None) -> RegionState:
         """Choose the region for one answer (see the module docstring)."""
         now = time.monotonic() if now is None else now
-        healthy = [r for r in self.regions.values() if r.healthy or self._lagging(r, now)]
+        healthy = [r for r in self.regions.values() if self.answered(r, now)]
         if not healthy:
             self.fail_open_answers += 1
             pool = list(self.regions.values())
@@ -426,6 +449,7 @@ class Gslb(HttpComponent):
                 "probe_healthy": r.probe_healthy,
                 "cp_routable": r.cp_routable,
                 "healthy": r.healthy,
+                "answered": self.answered(r, now),
                 "weight": r.weight,
                 "effective_weight": round(self.effective_weight(r, now), 4),
                 "ramp_progress": round(self.ramp_progress(r, now), 4),

@@ -81,6 +81,13 @@ class Proxy(EntryNode):
         self._rr = itertools.count()
         self.requests_total = 0
         self.errors_total = 0
+        defects = spec.topology.defects  # negative controls only: a healthy federation has none
+        self.needs_sync = region.name in defects.proxy_needs_sync
+        """R1 broken: refuse to route once no broadcast was heard for two heartbeat periods."""
+        for f in (self.follower, self.regional):
+            if f is not None:
+                f.full_pulls = region.name in defects.proxy_full_pulls
+                f.silent = region.name in defects.proxy_no_stale_alarm
         self.rebuild()
 
     # -- routing table --------------------------------------------------------------
@@ -121,6 +128,11 @@ class Proxy(EntryNode):
         version = self.follower.replica.version
         qs = request.query_string
         path_qs = "/" + request.match_info["tail"] + (f"?{qs}" if qs else "")
+        silent = time.monotonic() - self.follower.last_heard
+        if self.needs_sync and silent > 2 * self.timing.heartbeat_interval:
+            self.errors_total += 1
+            return failure(503, f"no broadcast heard for {silent:.1f} s: not routing on an old snapshot",
+                           version, [], region=self.region.name)
         cands = self.candidates()
         if not cands:
             self.errors_total += 1

@@ -12,6 +12,7 @@ gateway of region N     127.0.N.1            ``gateway_port`` (same for all
 local proxy             127.0.N.2            free port
 region agent            127.0.N.3            free port (HTTP status/admin)
 regional control plane  127.0.N.4            free port (regional layout only, R14)
+store node (NATS)       127.0.N.5            free ports (state layer only)
 app instance k          127.0.N.(10+k)       free port
 NATS, control plane,    127.0.0.1            free ports
 GSLB (DNS UDP+TCP, HTTP)
@@ -71,6 +72,8 @@ class AppTiming(_Spec):
     """A re-admitted region's DNS weight ramps from 0 to full over this (R10)."""
     request_budget: float
     """Total time a gateway may spend on one request including its retry (R7)."""
+    gslb_delay: float = 0.0
+    """The GSLB applies health decisions to its answers in batches this many seconds apart (0: at once)."""
 
 
 class AppControlPlane(_Spec):
@@ -96,6 +99,47 @@ class AppDefects(_Spec):
     """The GSLB and agents probe every ``factor x probe_interval``."""
     gslb_answer_lag: float = 0.0
     """Seconds the GSLB keeps answering with a region after taking it out."""
+    unfenced_old_primary: bool = False
+    """``async``: the store controller never fences an old primary, and its region's apps keep writing to it."""
+    reads_from_local_replica: bool = False
+    """``async``: reads by id are served from the instance's own region's copy, not the primary's."""
+    slow_promotion: float = 0.0
+    """``async``: seconds the store controller waits, once it declared the primary failed, before it promotes."""
+    consumers_per_region: bool = False
+    """Each region's workers consume the task queue through a consumer of their own, unclaimed."""
+    gateway_needs_sync: list[str] = Field(default_factory=list)
+    """Regions whose gateway refuses to route once no broadcast was heard for four heartbeats (R1 broken)."""
+    proxy_needs_sync: list[str] = Field(default_factory=list)
+    """Regions whose proxy refuses to route once it has heard no broadcast for two heartbeats (R1)."""
+    proxy_full_pulls: list[str] = Field(default_factory=list)
+    """Regions whose proxy pulls the full snapshot on every change (R4)."""
+    proxy_no_stale_alarm: list[str] = Field(default_factory=list)
+    """Regions whose proxy never raises the stale-snapshot alarm (R6)."""
+    gslb_no_ramp: bool = False
+    """The GSLB re-admits a region at full weight at once (R10)."""
+    cp_event_delay: float = 0.0
+    """Seconds the control plane's consumer waits before applying each event (R13)."""
+    release_all_at_once: bool = False
+    """The release controller upgrades every instance of every region at once (R12)."""
+
+
+class AppState(_Spec):
+    """The data store the app writes to (the harness's ``State``; DESIGN.md section 9)."""
+
+    replicas: int = Field(ge=1, le=5)
+    """Replicas of the data stream: an acknowledgement means this many nodes' quorum holds it."""
+    storage: Literal["file", "memory"] = "file"
+    placement: str | None = None
+    """The region whose node holds the only replica (``replicas`` 1); None: JetStream places it."""
+    mode: Literal["sync", "async", "none"] = "sync"
+    """``async``: a stream per store node, the store controller (:mod:`gameday.fedapp.storectl`)
+    replicates from the primary's and promotes a standby when the primary fails."""
+    primary: str = ""
+    """``async``: the region whose store is primary at start."""
+    replication_interval: float = 0.1
+    """``async``: seconds between the replicator's copies (at most the stated max lag)."""
+    queue_replicas: int = Field(1, ge=1, le=5)
+    """Replicas of the task queue and its processed records."""
 
 
 class AppTopology(_Spec):
@@ -114,6 +158,9 @@ class AppTopology(_Spec):
     timing: AppTiming
     control_plane: AppControlPlane = Field(default_factory=AppControlPlane)
     defects: AppDefects = Field(default_factory=AppDefects)
+    state: AppState | None = None
+    """The data store (a nats-server in the primary region and the next two,
+    :attr:`RegionSpec.store`); None: no data path."""
 
     @property
     def fqdn(self) -> str:
@@ -156,6 +203,11 @@ class RegionSpec(BaseModel):
     labels: dict[str, str]
     control_plane: Endpoint | None = None
     """The region's own control plane (the regional layout, R14); None in the global layout."""
+    store: Endpoint | None = None
+    """The region's store node (a nats-server, clients' port) at 127.0.N.5; None: no state
+    layer, or a region beyond the three that run one."""
+    store_cluster: Endpoint | None = None
+    """The same node's cluster (route) port."""
 
 
 class FederationSpec(BaseModel):
@@ -175,6 +227,8 @@ class FederationSpec(BaseModel):
     gslb_http: Endpoint
     gateway_port: int
     regions: list[RegionSpec]
+    storectl: Endpoint | None = None
+    """The store controller (``async`` replication only): replicates, promotes, announces."""
     admin: dict[str, Endpoint] = {}
     """Component name (:meth:`http_endpoints`) -> the address of its own admin listener, on
     the component's own host; a component not named here serves admin on its public port
@@ -203,6 +257,8 @@ class FederationSpec(BaseModel):
         ``controlplane-<r>`` (regional layout), ``gslb``, ``agent-<r>``, ``gateway-<r>``,
         ``proxy-<r>``, ``app-<instance>``."""
         out = {"controlplane": self.control_plane, "gslb": self.gslb_http}
+        if self.storectl is not None:
+            out["storectl"] = self.storectl
         for r in self.regions:
             if r.control_plane is not None:
                 out[f"controlplane-{r.name}"] = r.control_plane

@@ -1,4 +1,20 @@
-"""gameday's built-in locust user: resolves the service through the GSLB and honours the TTL.
+"""gameday's built-in locust user: independent clients, open-model arrivals, each client
+resolving the service through the GSLB and honouring the TTL.
+
+**Open model.** Each locust user is an arrival process, not a client: requests arrive as a
+Poisson process at its share of the offered rate (exponential gaps, the first one too, so no
+two users start in step), and each request runs in its own greenlet, so a request hanging on a
+dead gateway never delays the next arrival (a closed model's coordinated omission: a user stuck
+for 1 s sends 1 request instead of 3, and the missing ones are never recorded). At most
+``GAMEDAY_MAX_IN_FLIGHT`` requests per user are in flight; an arrival beyond that is *dropped*
+(not sent), recorded as a drop line ``{"d": t}`` and counted apart, as k6 counts dropped
+iterations.
+
+**Independent clients.** Each user owns ``GAMEDAY_CLIENTS_PER_USER`` clients (20 users x 10 =
+200 by default), and each arrival is one of them, at random: every client has its own DNS cache
+and its own connection pool. A client's first answer is taken as already ``U x TTL`` old (``U``
+uniform in [0, 1)), so the clients' caches expire at independent phases, as real clients'
+do, not at one shared tick.
 
 Runs only inside locust processes (never imported by pytest: locust monkey-patches
 with gevent on import). Configured through the environment the harness sets:
@@ -14,6 +30,8 @@ with gevent on import). Configured through the environment the harness sets:
 ``GAMEDAY_USER_RATE``     requests/s per user (constant throughput)
 ``GAMEDAY_RECORDS``       directory for per-process JSONL request records
 ``GAMEDAY_TIMEOUT``       request timeout, seconds (default 1)
+``GAMEDAY_CLIENTS_PER_USER`` clients (DNS cache + connection pool) per locust user (default 10)
+``GAMEDAY_MAX_IN_FLIGHT`` requests in flight per locust user beyond which arrivals are dropped (default 50)
 
 ``GAMEDAY_REMOTE_WORKERS`` set (on the master the harness starts): workers on other machines
                           connect; each is sent the configuration above and its clock is measured
@@ -22,25 +40,32 @@ with gevent on import). Configured through the environment the harness sets:
 
 Each request is recorded as one JSON line:
 ``{"t": send time (CLOCK_MONOTONIC s), "s": status (0: transport error),
-"l": latency s, "r": serving region or null, "a": gateway address, "e": error}``.
+"l": latency s, "r": serving region or null, "a": gateway address, "e": error,
+"c": client id, "i": intended send time (the arrival), "q": 1 when it asked DNS,
+"age": the answer's age s, "ttl": the answer's TTL s}``; a dropped arrival as ``{"d": t}``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import dns.exception
 import dns.message
 import dns.query
 import dns.rdatatype
-from locust import HttpUser, constant_throughput, events, task
+import gevent
+from locust import HttpUser, events, task
+from locust.clients import HttpSession
 
 CONFIG_KEYS = ("GAMEDAY_DNS", "GAMEDAY_FQDN", "GAMEDAY_PORT", "GAMEDAY_USER_RATE", "GAMEDAY_TIMEOUT",
-               "GAMEDAY_SCHEME", "GAMEDAY_PATH", "GAMEDAY_HOST_HEADER", "GAMEDAY_SERVED_BY")
+               "GAMEDAY_SCHEME", "GAMEDAY_PATH", "GAMEDAY_HOST_HEADER", "GAMEDAY_SERVED_BY",
+               "GAMEDAY_CLIENTS_PER_USER", "GAMEDAY_MAX_IN_FLIGHT")
 """What the master sends a remote worker (its environment holds none of it)."""
 
 _REMOTE = bool(os.environ.get("GAMEDAY_REMOTE"))
@@ -65,6 +90,8 @@ class _Config:
         host_header = env.get("GAMEDAY_HOST_HEADER", "")
         self.served_by = env.get("GAMEDAY_SERVED_BY", "X-Served-By")
         self.headers = {"Host": host_header} if host_header else {}
+        self.clients_per_user = max(1, int(env.get("GAMEDAY_CLIENTS_PER_USER") or "10"))
+        self.max_in_flight = max(1, int(env.get("GAMEDAY_MAX_IN_FLIGHT") or "50"))
 
 
 CFG = _Config(dict(os.environ))
@@ -98,6 +125,10 @@ class _Records:
 
     def sent(self, token: int) -> None:
         self.in_flight.pop(token, None)
+
+    def drop(self, t: float) -> None:
+        """An arrival at *t* was not sent: its user had too many requests in flight."""
+        self.add({"d": t})
 
     def add(self, rec: dict[str, Any]) -> None:
         if self.send is None and self.fh is None:
@@ -267,53 +298,95 @@ def _flush_on_quit(environment: Any, **kwargs: Any) -> None:
     RECORDS.flush()
 
 
+_CLIENT_IDS = iter(range(1 << 62))
+
+
+@dataclass
+class Client:
+    """One client: its own DNS cache (the address until ``expires``) and connection pool."""
+
+    cid: str
+    session: Any
+    addr: str | None = None
+    expires: float = 0.0
+    resolved_at: float = 0.0
+    """When its cached answer was (taken to be) obtained, monotonic s."""
+    ttl: float = 0.0
+
+
 class GamedayUser(HttpUser):
-    """A client that resolves the service name itself and caches the answer for its TTL."""
+    """An arrival process over its own clients; each client resolves the service name itself
+    and caches the answer for its TTL (see the module docstring)."""
 
     host = "http://gameday.invalid"
 
     def wait_time(self) -> float:
-        # read at each call: a remote worker learns its rate from the master after import
-        return float(constant_throughput(CFG.rate)(self))
+        # Poisson arrivals at this user's share of the rate (read at each call: a remote worker
+        # learns its rate from the master after import)
+        return random.expovariate(CFG.rate) if CFG.rate > 0 else 1.0
 
     def on_start(self) -> None:
         if _CONFIGURED is not None and not _CONFIGURED.wait(30):
             raise RuntimeError("no configuration from the gameday master within 30 s")
-        self.addr: str | None = None
-        self.expires = 0.0
+        tag = f"{socket.gethostname()}-{os.getpid()}"
+        self.clients = [Client(f"{tag}-{next(_CLIENT_IDS)}", self._session()) for _ in range(CFG.clients_per_user)]
+        self.in_flight = 0
+        gevent.sleep(self.wait_time())  # the first arrival is one gap in, like every other
 
-    def resolve(self) -> str:
+    def _session(self) -> Any:
+        session = HttpSession(base_url=self.host, request_event=self.environment.events.request, user=self,
+                              pool_manager=self.pool_manager)
+        session.trust_env = False
+        return session
+
+    def resolve(self, client: Client) -> str:
+        """*client*'s address for the service: its cached answer while fresh, else a new query
+        (whose answer it takes as ``U x TTL`` old the first time: independent cache phases)."""
         now = time.monotonic()
-        if self.addr is not None and now < self.expires:
-            return self.addr
+        if client.addr is not None and now < client.expires:
+            return client.addr
         q = dns.message.make_query(CFG.fqdn, dns.rdatatype.A)
         resp = dns.query.udp(q, CFG.dns_host, port=CFG.dns_port, timeout=CFG.timeout)
         for rrset in resp.answer:
             for rr in rrset:
                 if rr.rdtype == dns.rdatatype.A:
                     addr: str = rr.address
-                    self.addr, self.expires = addr, now + rrset.ttl
+                    age = random.random() * rrset.ttl if client.addr is None else 0.0
+                    client.addr, client.ttl = addr, float(rrset.ttl)
+                    client.resolved_at, client.expires = now - age, now - age + rrset.ttl
                     return addr
         raise dns.exception.DNSException(f"no A record for {CFG.fqdn} (rcode {resp.rcode()})")  # type: ignore[no-untyped-call]
 
     @task
     def work(self) -> None:
         t = time.monotonic()
+        if self.in_flight >= CFG.max_in_flight:
+            RECORDS.drop(t)
+            return
+        client = random.choice(self.clients)
         token = RECORDS.sending(t)
+        self.in_flight += 1
+        gevent.spawn(self._one, client, t, token)
+
+    def _one(self, client: Client, t: float, token: int) -> None:
         try:
-            self._request(t)
+            self._request(client, t)
         finally:
             RECORDS.sent(token)
+            self.in_flight -= 1
 
-    def _request(self, t: float) -> None:
+    def _request(self, client: Client, t: float) -> None:
+        asked = client.addr is None or time.monotonic() >= client.expires
         try:
-            addr = self.resolve()
+            addr = self.resolve(client)
         except (dns.exception.DNSException, OSError) as exc:
             RECORDS.add({"t": t, "s": 0, "l": time.monotonic() - t, "r": None, "a": None,
-                         "e": f"dns: {type(exc).__name__}"})
+                         "e": f"dns: {type(exc).__name__}", "c": client.cid, "i": t, "q": 1})
             return
+        sent = time.monotonic()
         url = f"{CFG.scheme}://{addr}:{CFG.port}{CFG.path}"
-        with self.client.get(url, name=CFG.path, timeout=CFG.timeout, catch_response=True, headers=CFG.headers) as resp:
+        with client.session.get(url, name=CFG.path, timeout=CFG.timeout, catch_response=True,
+                                headers=CFG.headers) as resp:
             status = int(resp.status_code or 0)
             served = resp.headers.get(CFG.served_by, "") if status and CFG.served_by else ""
             err = None if status else type(resp.error).__name__
@@ -322,4 +395,5 @@ class GamedayUser(HttpUser):
             else:
                 resp.failure(err or f"HTTP {status}")
         RECORDS.add({"t": t, "s": status, "l": time.monotonic() - t, "r": served.split("/")[0] or None,
-                     "a": addr, "e": err})
+                     "a": addr, "e": err, "c": client.cid, "i": t, "q": int(asked),
+                     "age": round(sent - client.resolved_at, 4), "ttl": client.ttl})

@@ -93,6 +93,8 @@ class LoadRunner:
         self._marks: dict[Path, float | None] = {}
         self.started_at: float | None = None
         self.records: list[RequestRec] = []
+        self.dropped: list[float] = []
+        """Arrival times the locustfile dropped (not sent: too many requests in flight)."""
 
     def _env(self) -> dict[str, str]:
         host, port = self.endpoints.dns_server
@@ -236,6 +238,9 @@ class LoadRunner:
                     if "w" in d and "t" not in d:  # the locustfile's watermark (see complete_until)
                         self._marks[path] = float(d["w"])
                         continue
+                    if "d" in d and "t" not in d:  # an arrival dropped: its user had too many in flight
+                        self.dropped.append(float(d["d"]))
+                        continue
                     self._marks.setdefault(path, None)
                     new.append(RequestRec(t=float(d["t"]), status=int(d["s"]), latency=float(d["l"]),
                                           region=d.get("r"), error=d.get("e")))
@@ -257,6 +262,10 @@ class LoadRunner:
         if not marks or any(m is None for m in marks):
             return None
         return min(m for m in marks if m is not None)
+
+    def dropped_between(self, start: float, end: float) -> int:
+        """Arrivals in [start, end) that were dropped, not sent (open model: counted apart)."""
+        return sum(1 for t in self.dropped if start <= t < end)
 
     def achieved_rate(self, start: float, end: float) -> float:
         """Requests/s sent in [start, end]."""

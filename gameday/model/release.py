@@ -121,3 +121,75 @@ def run_release(
             ) from exc
         steps.append(ReleaseStep(region, started, rolled, clock()))
     return steps
+
+
+@dataclass(frozen=True)
+class VersionSample:
+    """One read of one app instance during a release: the version it served (None: it did not
+    answer) and whether it was ready, at *t* (the harness's monotonic clock)."""
+
+    t: float
+    region: str
+    instance: str
+    version: str | None
+    ready: bool
+
+
+@dataclass(frozen=True)
+class RegionRollout:
+    """When a region's release began (an instance first unready or on the new version) and
+    was done (every instance ready on the new version), as observed; None: never seen."""
+
+    region: str
+    began: float | None
+    done: float | None
+
+
+def observed_rollout(samples: Sequence[VersionSample], version: str) -> dict[str, RegionRollout]:
+    """Each region's rollout of *version*, from the instances' reads only (grouped by *t*: one
+    round of reads of every instance shares its time)."""
+    rounds: dict[float, list[VersionSample]] = {}
+    for s in samples:
+        rounds.setdefault(s.t, []).append(s)
+    began: dict[str, float] = {}
+    done: dict[str, float] = {}
+    for t in sorted(rounds):
+        by_region: dict[str, list[VersionSample]] = {}
+        for s in rounds[t]:
+            by_region.setdefault(s.region, []).append(s)
+        for region, reads in by_region.items():
+            if region not in began and any(s.version == version or not s.ready for s in reads):
+                began[region] = t
+            if region not in done and all(s.version == version and s.ready for s in reads):
+                done[region] = t
+    regions = sorted({s.region for s in samples})
+    return {r: RegionRollout(r, began.get(r), done.get(r)) for r in regions}
+
+
+def judge_rollout(rollout: dict[str, RegionRollout], regions: Sequence[RegionInfo], primary: str) -> list[str]:
+    """Everything wrong with an observed release under R12 (empty: it followed the rule):
+    every region released; a lowest-weight (standby) region first and the primary last; no two
+    regions mid-update at once: each region ready on the new version before the next began."""
+    weight = {r.name: r.weight for r in regions}
+    problems: list[str] = []
+    unfinished = [r for r in weight if rollout.get(r) is None or rollout[r].done is None]
+    if unfinished:
+        problems.append(f"regions never seen serving the new version ready: {unfinished}")
+    seen = sorted((ro for ro in rollout.values() if ro.began is not None), key=lambda ro: ro.began or 0.0)
+    if not seen:
+        return problems or ["no region was ever seen updating"]
+    t0 = seen[0].began or 0.0
+    order = ", ".join(f"{ro.region} t+{(ro.began or 0) - t0:.2f}-"
+                      + ("?" if ro.done is None else f"{ro.done - t0:.2f}") + " s" for ro in seen)
+    lightest = min(weight.values())
+    if weight.get(seen[0].region) != lightest:
+        problems.append(f"the first region updated was {seen[0].region} (weight {weight.get(seen[0].region)}), not a "
+                        f"lowest-weight standby (weight {lightest:g}); observed: {order}")
+    if len(weight) > 1 and seen[-1].region != primary:
+        problems.append(f"the primary {primary} was not the last region updated; observed: {order}")
+    for a, b in itertools.pairwise(seen):
+        if a.done is None or (b.began or 0.0) < a.done:
+            problems.append(f"{b.region} began updating before {a.region} served the new version ready (two regions "
+                            f"mid-update at once); observed: {order}")
+            break
+    return problems

@@ -8,7 +8,9 @@ lines (``mono``), so alarm lines from component logs land on the same timeline.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,88 @@ class Mark:
     detail: str = ""
 
 
+WriteOutcome = Literal["ack", "refused", "indeterminate"]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteRec:
+    """One write the drill's writer sent to the federation's state layer (DESIGN.md section 9).
+
+    ``outcome``: ``ack`` (the federation answered that it stored it), ``refused`` (it
+    answered that it did not, or nothing was reached), ``indeterminate`` (no answer in time,
+    or an answer that does not say: it may or may not have been stored)."""
+
+    id: str
+    t: float
+    """When it was sent."""
+    t_done: float
+    """When its answer came (or the writer gave up on it)."""
+    outcome: WriteOutcome
+    region: str | None = None
+    """The region that acknowledged it (``ack``)."""
+    seq: int | None = None
+    """The store's sequence number for it (``ack``)."""
+    error: str | None = None
+    entry: str | None = None
+    """The address it was sent to."""
+    kind: Literal["write", "task"] = "write"
+    """``write``: a record stored by id; ``task``: a task added to the background workers' queue."""
+    epoch: int | None = None
+    """The primary's epoch that acknowledged it, where the store says (``async``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRec:
+    """One read-after-write read: a writer client reading back, through the global entry, a
+    write it already had acknowledged (DESIGN.md section 9's stale reads).
+
+    ``found``: True, the federation served it; False, it answered that it does not hold it (a
+    stale read); None, it did not answer (not a stale read: the read path was down)."""
+
+    id: str
+    client: int
+    t_ack: float
+    """When the write's acknowledgement came."""
+    t: float
+    """When the read was sent."""
+    t_done: float
+    found: bool | None
+    region: str | None = None
+    """The region that served the read, where the answer says."""
+    error: str | None = None
+    entry: str | None = None
+    """The address it was sent to."""
+
+
+@dataclass(frozen=True)
+class DataCheck:
+    """The read-back of the drill's writes once the federation was steady again: which
+    acknowledged writes the store no longer holds (DESIGN.md section 9's RPO)."""
+
+    t: float
+    """When the read-back was made."""
+    acked: tuple[str, ...]
+    """The acknowledged writes it looked for (those acknowledged before it started)."""
+    missing: tuple[str, ...]
+    """Acknowledged, and not in the store: lost."""
+    unread: tuple[str, ...] = ()
+    """Acknowledged, and the store did not answer for them: not known either way."""
+    indeterminate_found: tuple[str, ...] = ()
+    """Indeterminate writes that turned up in the store (recovered)."""
+    indeterminate: int = 0
+    """Indeterminate writes looked for."""
+    error: str | None = None
+    """Why the read-back could not be made at all (None: it was)."""
+    where: str = ""
+    """Through what it read (the entry address)."""
+    tasks_acked: tuple[str, ...] | None = None
+    """The acknowledged tasks it looked for (None: the federation has no task queue)."""
+    processed: Mapping[str, int] = field(default_factory=dict)
+    """Task id -> times processed (absent: never), once every acknowledged task was or a wait ran out."""
+    tasks_error: str | None = None
+    """Why the processed counts could not be read."""
+
+
 @dataclass
 class Timeline:
     """Thread-safe append-only record of one drill."""
@@ -171,12 +255,22 @@ class Timeline:
     requests: list[RequestRec] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
     liveness: list[ComponentObs] = field(default_factory=list)
+    writes: list[WriteRec] = field(default_factory=list)
+    """The writer's writes (a state layer only), in the order they were answered."""
+    reads: list[ReadRec] = field(default_factory=list)
+    """The writer's read-after-write reads of its acknowledged writes, in the order answered."""
+    data_check: DataCheck | None = None
+    """The read-back of the writes after the restore (None: not made)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, obs: NodeObs | DnsObs | CpObs | RegionalCpObs | AlarmObs | UtilObs | RequestRec | Mark
-            | ComponentObs) -> None:
+            | ComponentObs | WriteRec | ReadRec) -> None:
         with self._lock:
-            if isinstance(obs, RegionalCpObs):
+            if isinstance(obs, WriteRec):
+                self.writes.append(obs)
+            elif isinstance(obs, ReadRec):
+                self.reads.append(obs)
+            elif isinstance(obs, RegionalCpObs):
                 self.regional_cp.append(obs)
             elif isinstance(obs, NodeObs):
                 self.nodes.append(obs)
@@ -220,7 +314,8 @@ class Timeline:
                 regional_cp=list(self.regional_cp),
                 alarms=list(self.alarms), util=list(self.util),
                 requests=sorted(self.requests, key=lambda r: r.t), marks=list(self.marks),
-                liveness=list(self.liveness),
+                liveness=list(self.liveness), writes=list(self.writes), reads=list(self.reads),
+                data_check=self.data_check,
             )
 
 

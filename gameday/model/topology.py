@@ -81,6 +81,11 @@ class Timing(_Model):
     """A re-admitted region's DNS weight ramps linearly from 0 to full over this (R10)."""
     request_budget: float = Field(0.5, gt=0, le=30, strict=True)
     """Total time a gateway may spend on one request including its one retry (R7)."""
+    gslb_delay: float = Field(0.0, ge=0, le=60, strict=True)
+    """The reference GSLB applies its health decisions to its answers in batches, every this many
+    seconds (0: at once), as GSLBs that push a zone or poll their health state do: a decision
+    reaches the answers up to this late. It is stated, so the prediction of DNS convergence adds
+    it (unlike the ``gslb_answer_lag`` defect, which the prediction does not know of)."""
 
     @model_validator(mode="after")
     def _timings_fit_together(self) -> Timing:
@@ -165,6 +170,96 @@ class Defects(_Model):
     gslb_answer_lag: float = Field(0.0, ge=0, le=600, strict=True)
     """Seconds the GSLB keeps answering with a region after its own health state took the
     region out (a GSLB slower than its health checks; the DNS vs-prediction verdict broken)."""
+    consumers_per_region: bool = Field(False, strict=True)
+    """Each region's background workers consume the task queue through a consumer of their
+    own and record what they process without a claim: every region processes every task (the
+    duplicates verdict broken)."""
+    unfenced_old_primary: bool = Field(False, strict=True)
+    """``async`` replication: an old primary that comes back after a promotion is never fenced
+    (its stream keeps taking writes), and its region's apps keep writing to it at the old
+    epoch, their connection pool pointing there: split brain (the fencing verdict broken)."""
+    reads_from_local_replica: bool = Field(False, strict=True)
+    """``async`` replication: an app instance serves a read by id (``GET /data/<id>``) from its own
+    region's copy of the data, which trails the primary by the replication lag, instead of from
+    the primary: a client that wrote through one region and reads through another does not find
+    what it was just told is stored (the stale-reads verdict broken; the read-back the RPO is
+    judged on still reads the primary)."""
+    slow_promotion: float = Field(0.0, ge=0, le=60, strict=True)
+    """``async`` replication: seconds the store controller waits, once it has declared the primary
+    failed, before it promotes a standby (a manual approval step, a fencing timeout nobody stated):
+    writes are refused that much longer than the stated timing predicts (the write-recovery
+    vs-prediction verdict broken; nothing is lost)."""
+    store_unreplicated: bool = Field(False, strict=True)
+    """The store keeps the data in one replica, in memory, on the primary region's node,
+    whatever ``state.replication`` states: it acknowledges writes no other node holds (the
+    RPO verdict broken)."""
+    gateway_needs_sync: list[str] = Field(default_factory=list)
+    """Regions whose gateway refuses to route clients' requests (503) once it has heard no
+    broadcast for four heartbeat periods: the clients' traffic coupled to the control plane and
+    the bus (R1 broken on the north-south path: the error-ratio verdict of the control-plane and
+    bus drills broken)."""
+    proxy_needs_sync: list[str] = Field(default_factory=list)
+    """Regions whose proxy refuses to route (503) once it has heard no broadcast for two
+    heartbeat periods: traffic coupled to the control plane and the bus (R1 broken)."""
+    proxy_full_pulls: list[str] = Field(default_factory=list)
+    """Regions whose proxy pulls the whole snapshot on every change instead of the diff since
+    its version (R4 broken)."""
+    proxy_no_stale_alarm: list[str] = Field(default_factory=list)
+    """Regions whose proxy never raises the stale-snapshot alarm, however long it lags or hears
+    nothing (R6 broken)."""
+    gslb_no_ramp: bool = Field(False, strict=True)
+    """The GSLB re-admits a returning region at its full weight at once, with no ramp (R10 broken)."""
+    cp_event_delay: float = Field(0.0, ge=0, le=60, strict=True)
+    """Seconds the control plane's consumer waits before applying each event: a consumer that
+    falls behind, its processing latency above R13's 1 s P99 (R13 broken)."""
+    release_all_at_once: bool = Field(False, strict=True)
+    """The federation's release controller upgrades every instance of every region at the same
+    moment instead of region by region (R12 broken)."""
+
+
+Replication = Literal["sync", "async", "none"]
+
+
+class State(_Model):
+    """The federation's state layer (DESIGN.md section 9): the store the app's data lives in,
+    how it replicates, and the writes a drill makes to judge what happened to the data.
+
+    The reference federation runs one real ``nats-server`` per region (on ``127.0.N.5``),
+    clustered, and keeps the app's data in one JetStream stream. Absent (``state:`` not in
+    the topology): the federation has no state layer and every state verdict is "not
+    applicable" with that reason."""
+
+    store: Literal["jetstream"] = "jetstream"
+    """The store: ``jetstream`` (a JetStream cluster, one node per region)."""
+    replication: Replication = "sync"
+    """``sync``: the stream has one replica per region (at most 3; Raft): a write is
+    acknowledged once a quorum holds it, so losing one node loses no acknowledged write.
+    ``async``: one stream per store node; writes go to the primary region's, acknowledged
+    once that node stored them, and a replicator copies them to the standbys' (lag at most
+    ``max_lag`` while it runs); a store controller promotes a standby when the primary's
+    node fails ``timing.fall`` checks: what was not replicated yet is lost (RPO <= max_lag +
+    detection, the prediction).
+    ``none``: one replica, on the primary region's node: losing that node loses what it held
+    (a stated single point of failure; the RPO prediction says so)."""
+    max_lag: float | None = Field(None, gt=0, le=600, strict=True)
+    """``async`` only, and required there: the stated maximum replication lag, seconds (the
+    replicator copies at least this often)."""
+    write_rate: float = Field(5.0, gt=0, le=1000, strict=True)
+    """Writes per second the drill's writer sends (Poisson arrivals) while it observes."""
+    task_rate: float = Field(2.0, ge=0, le=1000, strict=True)
+    """Tasks per second the drill adds to the background workers' queue (Poisson arrivals);
+    each must be processed exactly once. 0: no tasks (the duplicates verdict is n/a)."""
+    write_timeout: float = Field(1.0, gt=0, le=30, strict=True)
+    """Seconds a write may take; one not answered within it is *indeterminate* (it may
+    or may not have been stored), never counted as acknowledged."""
+
+    @model_validator(mode="after")
+    def _lag_with_async(self) -> State:
+        if self.replication == "async" and self.max_lag is None:
+            raise ValueError("max_lag: required with replication: async (the stated maximum replication lag, s)")
+        if self.replication != "async" and self.max_lag is not None:
+            raise ValueError(f"max_lag: only with replication: async (got replication: {self.replication})")
+        return self
 
 
 class Region(_Model):
@@ -223,6 +318,9 @@ class Topology(_Model):
     control_plane: ControlPlane = Field(default_factory=ControlPlane)
     load: Load = Field(default_factory=Load)
     defects: Defects = Field(default_factory=Defects)
+    state: State | None = None
+    """The state layer (DESIGN.md section 9); None: the federation declares none, and the
+    state verdicts are not applicable."""
     regions: list[Region] = Field(min_length=2, max_length=250,
                                   description="a failover drill needs a region to fail over to")
     contexts: dict[str, str] | None = None
@@ -259,7 +357,8 @@ class Topology(_Model):
                 )
             if r.fallback == r.name:
                 raise ValueError(f"regions[{i}].fallback: a region cannot fall back to itself ({shown(r.name)})")
-        for fld in ("proxy_never_refresh", "gateway_no_fallback"):
+        for fld in ("proxy_never_refresh", "gateway_no_fallback", "gateway_needs_sync", "proxy_needs_sync",
+                    "proxy_full_pulls", "proxy_no_stale_alarm"):
             for r in getattr(self.defects, fld):
                 if r not in seen:
                     raise ValueError(f"defects.{fld}: got {shown(r)}, expected one of {sorted(seen)}")
@@ -274,6 +373,22 @@ class Topology(_Model):
                     "global")
         if self.primary is not None and self.primary not in seen:
             raise ValueError(f"primary: got {shown(self.primary)}, expected one of {sorted(seen)}")
+        for defect in ("store_unreplicated", "consumers_per_region", "unfenced_old_primary",
+                       "reads_from_local_replica"):
+            if getattr(self.defects, defect) and self.state is None:
+                raise ValueError(f"defects.{defect}: the topology has no state layer (state:) to break")
+        if self.defects.unfenced_old_primary and self.state is not None and self.state.replication != "async":
+            raise ValueError("defects.unfenced_old_primary: only with state.replication: async (a store "
+                             "controller that could fence)")
+        if self.defects.slow_promotion and (self.state is None or self.state.replication != "async"):
+            raise ValueError("defects.slow_promotion: only with state.replication: async (a store controller that "
+                             "promotes)")
+        if self.defects.reads_from_local_replica and self.state is not None and self.state.replication != "async":
+            raise ValueError("defects.reads_from_local_replica: only with state.replication: async (a sync store "
+                             "reads from its stream's leader; an async one has a copy per region to read from)")
+        if self.state is not None and self.contexts is not None:
+            raise ValueError("state: the state layer runs on the local target only for now; the kind and kube "
+                             "targets (contexts given) deploy no store: remove state:")
         return self
 
     @staticmethod

@@ -5,6 +5,7 @@ A profile says how each thing is read by naming a *kind* (DESIGN.md section 7)::
     entry_nodes:  [{name: gateway-a, http_json: {url: ...}}]           # role entry_node
     control_plane: {version: {prometheus: {url: ..., query: ...}}}     # role version
     alarms:       [{log: {path: proxy.log, node: proxy-a, regex: ...}}]  # role alarms
+    state:        {replication: async, max_lag: 0.5, http: {write: ...}}  # role state
 
 Each kind is a :class:`SourceKind`: the role it fills, a pydantic model of its fields (the
 profile validates them, and every error names the field: ``alarms.0.log.regex: ...``), and
@@ -52,15 +53,19 @@ from gameday.observers.sources import (
     PrometheusVersion,
     VersionSource,
 )
+from gameday.observers.sources.state import ID_PLACEHOLDER, READ_BACK_PATIENCE, HttpJsonState, StateSource
 from gameday.runtime.userinput import shown
+from gameday.verdicts.state import StatedReplication
 
-Role = Literal["entry_node", "version", "alarms"]
+Role = Literal["entry_node", "version", "alarms", "state"]
 ROLES: dict[Role, str] = {
     "entry_node": "an entry node's route version and routable regions (regions[].entry_nodes[])",
     "version": "the control plane's route version (control_plane.version)",
     "alarms": "stale-snapshot alarms (alarms[])",
+    "state": "the federation's write path and read-back (state)",
 }
-_PROTOCOL: dict[Role, type] = {"entry_node": EntryNodeSource, "version": VersionSource, "alarms": AlarmSource}
+_PROTOCOL: dict[Role, type] = {"entry_node": EntryNodeSource, "version": VersionSource, "alarms": AlarmSource,
+                               "state": StateSource}
 
 LENIENT = "unknown source kinds kept"
 """Validation context key: an unknown kind is kept as written instead of refused (restore)."""
@@ -91,6 +96,18 @@ NonEmpty = Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 @dataclass(frozen=True)
+class ServiceEntry:
+    """How a client reaches the service (role ``state``): the name it resolves at the DNS
+    server it asks, and the scheme, port and ``Host`` header of the address DNS answered."""
+
+    dns_server: tuple[str, int]
+    fqdn: str
+    scheme: str
+    port: int
+    host: str
+
+
+@dataclass(frozen=True)
 class BuildContext:
     """What a builder may need beyond its fields."""
 
@@ -100,6 +117,15 @@ class BuildContext:
     """Role ``entry_node``: the node's name (``gateway-a``)."""
     region: str | None = None
     """Role ``entry_node``: the region the node belongs to."""
+    service: ServiceEntry | None = None
+    """Role ``state``: how a client reaches the service (writes go where its clients go)."""
+    write_timeout: float = 1.0
+    """Role ``state``: seconds a write may take; one not answered in time is indeterminate."""
+    stated: StatedReplication | None = None
+    """Role ``state``: the replication the profile states (the data-loss prediction's input);
+    None: not stated."""
+    read_patience: float = READ_BACK_PATIENCE
+    """Role ``state``: seconds the read-back keeps trying ids it could not read."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,13 +257,14 @@ def choose(role: Role, data: Any, *, lenient: bool = False) -> SourceChoice:
 class HttpJsonNodeSpec(StrictModel):
     """An entry node's status as JSON over HTTP; dotted field paths, ``null``: not provided.
 
-    The defaults are the profile format's documented names (README, "Drill your own federation"),
+    The defaults are the profile format's documented names (docs/reference/profile.md),
     which it shares with the reference app: a federation built to the format writes only the
     URL. They are the profile's wire contract, not a reference-app detail the observer relies
     on: the reference app's own sources name every path (:mod:`gameday.observers.reference`).
     """
 
     url: HttpUrl
+    """The node's status document (JSON)."""
     version: str | None = "version"
     """Path of the route version it routes by (an integer)."""
     routable: str | None = "routable_regions"
@@ -248,6 +275,7 @@ class HttpJsonNodeSpec(StrictModel):
 
 class HttpJsonVersionSpec(StrictModel):
     url: HttpUrl
+    """The control plane's status document (JSON)."""
     field: str = "version"
     """Dotted path of the version; the default is the profile format's documented name (as
     for :class:`HttpJsonNodeSpec`)."""
@@ -264,7 +292,9 @@ class MetricsSpec(StrictModel):
     url: HttpUrl
     """A ``/metrics`` text endpoint."""
     metric: NonEmpty
+    """The metric whose value is the version."""
     labels: dict[str, str] = Field(default_factory=dict)
+    """Labels the sample must carry (empty: any)."""
 
 
 class _Matcher(StrictModel):
@@ -279,6 +309,7 @@ class _Matcher(StrictModel):
     time_field: str | None = None
     """JSON lines: the field holding the line's CLOCK_MONOTONIC stamp, if they carry one."""
     detail_field: str | None = None
+    """JSON lines: the field holding the alarm's detail, if they carry one."""
 
     @model_validator(mode="after")
     def _one_matcher(self) -> _Matcher:
@@ -302,6 +333,84 @@ class LogAlarmSpec(_Matcher):
 class CommandAlarmSpec(_Matcher):
     argv: list[NonEmpty] = Field(min_length=1)
     """A command whose output lines are matched (e.g. ``journalctl -f -o cat -u proxy``)."""
+
+
+def _url_path(v: str, *, with_id: bool) -> str:
+    if not v.startswith("/") or any(c.isspace() for c in v) or "#" in v:
+        raise ValueError(f"got {shown(v)}, expected a URL path starting with / (no spaces)")
+    n = v.count(ID_PLACEHOLDER)
+    if with_id and n != 1:
+        raise ValueError(f"got {shown(v)}, expected a URL path with {ID_PLACEHOLDER} once (where the write's id "
+                         "goes, e.g. /data/{id})")
+    if not with_id and n:
+        raise ValueError(f"got {shown(v)}, expected a URL path without {ID_PLACEHOLDER} (the ids go in the body)")
+    return v
+
+
+IdPath = Annotated[str, Field(max_length=1024), AfterValidator(lambda v: _url_path(v, with_id=True))]
+"""A URL path with ``{id}`` once, where a write's id goes (``/data/{id}``)."""
+PlainPath = Annotated[str, Field(max_length=1024), AfterValidator(lambda v: _url_path(v, with_id=False))]
+
+
+class HttpWriteSpec(StrictModel):
+    """How one write is sent: ``METHOD <scheme>://<address DNS answered>:<port><path>`` with the
+    service's ``Host`` header and the body ``{"id": "<id>"}``; a 2xx answer acknowledges it.
+    The defaults are the reference app's (``POST /data/{id}`` -> 201 ``{region, seq, ...}``)."""
+
+    method: Literal["POST", "PUT"] = "POST"
+    """The HTTP method of a write."""
+    path: IdPath = "/data/{id}"
+    """Where a write goes, ``{id}`` replaced by the write's id."""
+    acked_by: NonEmpty | None = "region"
+    """Dotted path, in the acknowledgement, of the region or node that acknowledged it; null: not said."""
+    seq: NonEmpty | None = "seq"
+    """Dotted path of the epoch or sequence the acknowledgement carries (a whole number); null: none."""
+
+
+class HttpReadBackSpec(StrictModel):
+    """How the writes are read back once the federation is steady again: exactly one of
+    ``get`` (one GET per id: 200 stored, 404 not stored, anything else not read) and
+    ``lookup`` (``POST {"ids": [...]}`` -> ``{"found": {id: seq}, "failed": [...]}``)."""
+
+    get: IdPath | None = None
+    """One ``GET`` per id at this path (``{id}`` replaced)."""
+    lookup: PlainPath | None = None
+    """Or one ``POST {"ids": [...]}`` at this path for many ids."""
+    concurrency: int = Field(8, ge=1, le=64, strict=True)
+    """``get``: requests at once."""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> HttpReadBackSpec:
+        if (self.get is None) == (self.lookup is None):
+            raise ValueError("get: give exactly one of get (a path with {id}: GET per id, 200 stored, 404 not) "
+                             "or lookup (a path: POST {\"ids\": [...]})")
+        if self.lookup is not None and "concurrency" in self.model_fields_set:
+            raise ValueError("concurrency: only with get (a lookup is one request per 2000 ids)")
+        return self
+
+
+class HttpStateSpec(StrictModel):
+    """The write path and read-back over HTTP, through the service's DNS name as its clients
+    reach it (the built-in ``http`` kind of role ``state``)."""
+
+    write: HttpWriteSpec = Field(default_factory=HttpWriteSpec)
+    """How one write is sent and what its acknowledgement says."""
+    read_back: HttpReadBackSpec | None = None
+    """None: ``GET`` each id at ``write.path`` (200 stored, 404 not stored)."""
+
+
+def _state(spec: HttpStateSpec, ctx: BuildContext) -> HttpJsonState:
+    if ctx.service is None:
+        raise ConfigError("state kind http: the build context names no service (BuildContext.service): the "
+                          "writes go where the service's clients go")
+    s, rb = ctx.service, spec.read_back
+    get_path = spec.write.path if rb is None else rb.get
+    return HttpJsonState(dns_server=s.dns_server, fqdn=s.fqdn, port=s.port, scheme=s.scheme, host=s.host,
+                         timeout=ctx.write_timeout, method=spec.write.method, write_path=spec.write.path,
+                         acked_by=spec.write.acked_by, seq=spec.write.seq, get_path=get_path,
+                         lookup_path=rb.lookup if rb is not None else None,
+                         concurrency=rb.concurrency if rb is not None else 8, stated=ctx.stated,
+                         read_patience=ctx.read_patience)
 
 
 def _node(spec: HttpJsonNodeSpec, ctx: BuildContext) -> HttpJsonNode:
@@ -335,6 +444,8 @@ BUILT_IN: tuple[SourceKind, ...] = (
                description="lines of a log file (relative paths: to the profile's directory)"),
     SourceKind(role="alarms", name="command", spec=CommandAlarmSpec, build=_command,
                description="lines a command prints (e.g. journalctl -f)"),
+    SourceKind(role="state", name="http", spec=HttpStateSpec, build=_state,
+               description="writes over HTTP through the service's DNS name, read back by GET per id or a lookup"),
 )
 for _kind in BUILT_IN:
     SOURCE_KINDS.add(_kind)
@@ -348,6 +459,7 @@ __all__ = [
     "BuildContext",
     "HttpUrl",
     "NonEmpty",
+    "ServiceEntry",
     "SourceChoice",
     "SourceKind",
     "SourceKindTable",

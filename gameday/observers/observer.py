@@ -31,6 +31,7 @@ from gameday.model.timeline import (
     AlarmObs,
     ComponentObs,
     CpObs,
+    DataCheck,
     DnsObs,
     NodeObs,
     PollRate,
@@ -46,6 +47,7 @@ from gameday.observers.sources import (
     Sources,
     UtilisationSource,
 )
+from gameday.observers.writes import Writer
 from gameday.verdicts.harness import CHECK_TIMEOUTS, OBSERVER
 
 log = logging.getLogger(__name__)
@@ -156,15 +158,28 @@ class Observer:
         self._alarm_lock = threading.Lock()  # stop() reads the alarms once more from the test thread
         self._started: float | None = None
         self._stopped: float | None = None
+        self.writer: Writer | None = (
+            Writer(sources.state, timeline, sources.write_rate, ttl_hint=sources.write_ttl_hint,
+                   task_rate=sources.task_rate)
+            if sources.state is not None else None)
+        """The drill's writer (a federation with a state layer), started and stopped with the observer."""
 
     # -- thread -----------------------------------------------------------------------
     def start(self) -> None:
         self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="gameday-observer", daemon=True)
         self._thread.start()
+        if self.writer is not None:
+            self.writer.start()
+
+    def verify_writes(self) -> DataCheck | None:
+        """Read the drill's writes back now (:meth:`Writer.verify`); None without a writer."""
+        return self.writer.verify() if self.writer is not None else None
 
     def stop(self) -> None:
         self._stop.set()
+        if self.writer is not None:
+            self.writer.stop()
         if self._thread is not None:
             self._thread.join(10)
         self._collect_alarms_and_requests()  # whatever arrived after the last tick
@@ -172,6 +187,8 @@ class Observer:
         for a in self.sources.alarms:
             if isinstance(a, Closeable):
                 a.close()
+        if self.sources.state is not None:
+            self.sources.state.close()
 
     def poll_rates(self, since: float | None = None) -> dict[str, PollRate]:
         """Each source's achieved rate so far (over the whole run once stopped), or over the

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gameday.errors import ConfigError, HarnessStarved
+from gameday.plugin import interrupted as ginterrupted
 from gameday.plugin import reporting as greporting
 from gameday.plugin import session as gsession
 from gameday.runtime.interrupts import give_every_frame_a_line
@@ -26,6 +27,15 @@ from gameday.verdicts.harness import EXIT_INCONCLUSIVE
 pytest_plugins = ["gameday.conformance.fixtures"]
 
 SETTINGS_KEY = pytest.StashKey[Settings]()
+
+MARKERS = (
+    "gameday(*, rate=None, users=None): a destructive drill - breaks the federation on purpose and "
+    "restores it (needs the `drill` fixture; never runs concurrently with another drill on the same "
+    "federation); rate/users override the load for this test",
+    "conformance(rule, title=''): a non-destructive (or self-restoring) check of one DESIGN.md rule, "
+    "e.g. conformance('R2', 'a 1-2 probe blip moves no traffic'); summarised at the end of the run",
+)
+"""The markers the plugin registers, as ``pytest --markers`` lists them (and docs/reference/api.md)."""
 STATE_KEY = gsession.STATE_KEY
 
 
@@ -46,25 +56,33 @@ def pytest_gameday_target_names(config: pytest.Config) -> list[str]:
     return gsession.builtin_target_names()
 
 
+def argparse_help(text: str) -> str:
+    """*text* as an argparse help string that renders as written (each ``%`` doubled)."""
+    return text.replace("%", "%%")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gameday", "gameday: failover game days and conformance checks")
     for opt in OPTIONS:
         flag = f"--gameday-{opt.name}"
         ini = opt.dest
+        # argparse expands a help string with ``%`` (``%(default)s``): a bare ``%`` ("50 %") would
+        # render the whole action's attributes. The ini help is shown as written.
+        cli_help = f"{argparse_help(opt.help)} [ini: {ini}, env: {opt.env}]"
         if opt.flag:
             group.addoption(flag, action="store_true", default=None, dest=opt.dest,
-                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+                            help=cli_help)
             # a string, not type="bool": our validator names the key when the value is bad
             parser.addini(ini, f"{opt.help} (true/false)", default=None)
         elif opt.name == "allow-context":
             group.addoption(flag, action="append", default=None, dest=opt.dest, metavar="GLOB",
-                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+                            help=cli_help)
             parser.addini(ini, opt.help, type="linelist", default=[])
         else:
             # choices are checked by settings.resolve, so the error names the source (CLI, ini, env)
             metavar = "{" + ",".join(opt.choices) + "}" if opt.choices else opt.name.split("-")[-1].upper()
             group.addoption(flag, action="store", default=None, dest=opt.dest, metavar=metavar,
-                            help=f"{opt.help} [ini: {ini}, env: {opt.env}]")
+                            help=cli_help)
             parser.addini(ini, opt.help, default=None)
 
 
@@ -90,6 +108,20 @@ def _raw_option(config: pytest.Config, opt: OptionSpec) -> tuple[Any, str]:
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> Generator[None, int | pytest.ExitCode, int | pytest.ExitCode]:
+    """Outermost around the whole session: an exception escaping it after a signal (the
+    interrupt surfacing in pytest's end-of-run report or its unconfigure) ends the run
+    INTERRUPTED, not with a traceback and status 1 (:mod:`gameday.plugin.interrupted`)."""
+    try:
+        status = yield
+    except BaseException as exc:
+        if ginterrupted.escaped(config, exc):
+            return pytest.ExitCode.INTERRUPTED
+        raise
+    return ginterrupted.final_status(config, status)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
                                   args: list[str]) -> Generator[None, None, None]:
     # Before pytest's capture starts (in this same hook): keep a copy of stderr so that
@@ -99,17 +131,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "gameday(*, rate=None, users=None): a destructive drill - breaks the federation on purpose and "
-        "restores it (needs the `drill` fixture; never runs concurrently with another drill on the same "
-        "federation); rate/users override the load for this test",
-    )
-    config.addinivalue_line(
-        "markers",
-        "conformance(rule, title=''): a non-destructive (or self-restoring) check of one DESIGN.md rule, "
-        "e.g. conformance('R2', 'a 1-2 probe blip moves no traffic'); summarised at the end of the run",
-    )
+    config.pluginmanager.register(ginterrupted.InterruptReport(config), "gameday-interrupt-report")
+    for marker in MARKERS:
+        config.addinivalue_line("markers", marker)
     try:
         settings = resolve(lambda opt: _raw_option(config, opt), targets=gsession.target_names(config))
     except ConfigError as exc:
@@ -146,7 +170,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     how = "given" if s.seed_was_given else "random; reproduce with"
     state = config.stash.get(STATE_KEY, None)
     return [f"gameday: target={s.target} {where} seed={s.seed} ({how} --gameday-seed={s.seed}) "
-            f"rounds={s.rounds}", *(gsession.prediction_header(state) if state is not None else [])]
+            f"rounds={s.rounds}" + (f" round-jitter=0-{s.round_jitter:g}s" if s.round_jitter else ""),
+            *(gsession.prediction_header(state) if state is not None else [])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -169,7 +194,8 @@ def _then_write_reports(item: pytest.Item) -> Generator[None, object, object]:
         result = yield
     except KeyboardInterrupt:  # stopping: no seconds of drawing first
         raise
-    except BaseException:  # a failed test (or a skip/fail outcome): its drills are reported too
+    except BaseException as exc:  # a failed test (or a skip/fail outcome): its drills are reported too
+        ginterrupted.raise_if_the_interrupt(item.config, exc)  # after a signal: it stops the run
         greporting.after_phase(item)
         raise
     greporting.after_phase(item)
@@ -207,12 +233,14 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     return None
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> Generator[None, object, object]:
     # pytest's own unraisable-exception hook is installed by now (its pytest_configure runs
     # after ours): chain in front of it, so a swallowed Ctrl-C is noticed during the tests.
     state = session.config.stash.get(STATE_KEY, None)
     if state is not None:
         state.interrupts.watch_unraisable()
+    return (yield from _the_interrupt_stops(session.config))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -222,27 +250,54 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
     give_every_frame_a_line(excinfo.value)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
     # Before each test's fixtures: a signal whose exception was swallowed stops the run here.
     state = item.config.stash.get(STATE_KEY, None)
     if state is not None:
         state.interrupts.checkpoint(f"before {item.nodeid}")
+    return (yield from _the_interrupt_stops(item.config))
+
+
+def _the_interrupt_stops(config: pytest.Config) -> Generator[None, object, object]:
+    """Once a signal has arrived, an error coming up is the interrupt in disguise (a
+    SystemError out of ast.parse, CPython 3.11): raised as the signal's KeyboardInterrupt,
+    it stops the run the way Ctrl-C does (:mod:`gameday.plugin.interrupted`)."""
+    try:
+        return (yield)
+    except BaseException as exc:
+        ginterrupted.raise_if_the_interrupt(config, exc)
+        raise
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+    return (yield from _the_interrupt_stops(session.config))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    # Around every test and pytest's handling of it (its reports, their tracebacks).
+    return (yield from _the_interrupt_stops(session.config))
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None, None, None]:
     # Outermost: the terminal summary (inside the terminal reporter's sessionfinish) has
     # found the regressions by now; the run's exit status is read after this hook.
-    result = yield
     state = session.config.stash.get(STATE_KEY, None)
+    result = None
+    try:
+        result = yield
+    except BaseException as exc:
+        if not ginterrupted.finish(session, state, exc):  # the interrupt cut the report short: said
+            raise
     if state is not None and state.regressed and state.settings.fail_on_regression \
             and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if state is not None and state.interrupts.first is not None and session.exitstatus in (
-            pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-        # A signal arrived (its exception may have been swallowed): the run never passes.
-        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    # A signal arrived (its exception may have been swallowed, or come up as another error):
+    # the run ends interrupted, with the interruption summary.
+    ginterrupted.finish(session, state, None)
     stats = getattr(session.config.pluginmanager.get_plugin("terminalreporter"), "stats", {})
     if session.exitstatus == pytest.ExitCode.TESTS_FAILED and stats.get("inconclusive") \
             and not stats.get("failed") and not stats.get("error") and not (state is not None and state.regressed):

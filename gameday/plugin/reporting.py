@@ -39,14 +39,15 @@ from gameday.plugin.session import (
     history_path,
     safe_nodeid,
 )
-from gameday.reports import allure_attach, plots, rawdata, reporting, table
+from gameday.reports import allure_attach, junit, plots, rawdata, reporting, table
 from gameday.reports.history import append_history
 from gameday.runtime.interrupts import ledger_pending, signal_name
 from gameday.verdicts import harness
 from gameday.verdicts.result import DrillResult
 
-INCONCLUSIVE_PROPERTY = "gameday_inconclusive"
-"""The user property (and JUnit property) a test whose failure was a starved harness carries."""
+INCONCLUSIVE_PROPERTY = junit.INCONCLUSIVE_PROPERTY
+"""The user property (and JUnit property) a test whose failure was a starved harness carries
+(with its node id in :data:`gameday.reports.junit.NODEID_PROPERTY`: ``gameday inconclusive`` reads both)."""
 HARNESS_LOG_ENV = "GAMEDAY_HARNESS_LOG"
 """Where set, every drill appends one JSON line to this file: its test's node id and how well the
 harness kept up (``gameday_harness``: each source's achieved rate and longest gap over the fault's
@@ -149,6 +150,7 @@ def annotate_report(item: pytest.Item, report: pytest.TestReport) -> None:
         # (JUnit writes the teardown report's properties: one per verdict that was not applicable)
         if INCONCLUSIVE_KEY in item.stash:  # JUnit writes the teardown report's properties
             report.user_properties.append((INCONCLUSIVE_PROPERTY, item.stash[INCONCLUSIVE_KEY]))
+            report.user_properties.append((junit.NODEID_PROPERTY, item.nodeid))
         for res in item.stash.get(RESULTS_KEY, []):
             if res.window_rates:  # how well the harness kept up: the observer's achieved rates
                 line = json.dumps(harness.summary(res.window_rates, res.starvation()))
@@ -209,6 +211,7 @@ def judge_not_applicable(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 def terminal_summary(tr: Any, state: SessionState) -> None:
+    state.summarised = True
     drills: list[dict[str, Any]] = []
     rules: list[dict[str, Any]] = []
     reasons = {rep.nodeid: table.one_line_reason(rep)
@@ -264,6 +267,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         tr.write_sep("=", "gameday: interrupted")
         for line in interruption_summary(state):
             tr.write_line(line)
+        state.interruption_said = True
     write_run_file(tr.config, state)
 
 

@@ -107,6 +107,10 @@ class SessionState:
     marked aborted."""
     reported: set[int] = field(default_factory=set)
     """``id()`` of the summaries a teardown report carried."""
+    summarised: bool = False
+    """gameday's terminal summary has run (pytest runs it for some exit statuses only)."""
+    interruption_said: bool = False
+    """The interruption summary has been written (:mod:`gameday.plugin.interrupted`)."""
 
     session_pid: int = field(default_factory=os.getpid)
     """The run's main process: this one, or the pytest-xdist controller of this worker."""
@@ -539,7 +543,8 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     if runner is not None and res.fault.t_revert is not None:
         runner.poll()
         achieved = runner.achieved_rate(res.fault.t_fault, res.fault.t_revert)
-        summary["load"] = {"target_rps": runner.rate, "achieved_rps": round(achieved, 2)}
+        summary["load"] = {"target_rps": runner.rate, "achieved_rps": round(achieved, 2),
+                           "dropped": runner.dropped_between(res.fault.t_fault, res.fault.t_revert)}
     base = node.nodeid.split("[")[0]
     switchover = summary.get("switchover")
     value = switchover.get("value_s") if isinstance(switchover, dict) else None

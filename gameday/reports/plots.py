@@ -70,6 +70,11 @@ class TimelineSeries:
     predicted: dict[str, tuple[float, float]] = field(default_factory=dict)
     """switchover, DNS convergence, client recovery -> the window the federation's timing
     predicts, ``(earliest, latest)`` s after the fault (those with a window)."""
+    writes: dict[str, list[float]] = field(default_factory=dict)
+    """The state layer's writes (DESIGN.md section 9): outcome (``ack``, ``refused``,
+    ``indeterminate``) -> writes per second sent in each bin; empty: the drill wrote nothing."""
+    lost_writes: list[float] = field(default_factory=list)
+    """When each write found lost after the restore had been acknowledged, s after the fault."""
 
     def mean_served(self, region: str, lo: float, hi: float) -> float:
         """Mean served rate of *region* over the bins starting in ``[lo, hi)``, req/s."""
@@ -126,12 +131,15 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
     dns_share: dict[str, list[float | None]] = {
         r: [(a[r] / sum(a.values())) if sum(a.values()) else None for a in answers] for r in regions}
     lanes: dict[str, Lane] = {}
+    # Only a fault that takes its region out has a "failed region" to route away from (a store
+    # node killed in region a leaves a's gateway serving: routing to a is right, not red).
+    out_region = w.region if res.removes_region else None
     for o in sorted(tl.nodes, key=lambda o: o.t):
         lane = lanes.setdefault(o.node, Lane(o.node))
         lane.t.append(o.t - tf)
         lane.version.append(o.version if o.ok else None)
-        lane.to_failed.append(None if not o.ok or o.routable is None or w.region is None
-                              else w.region in o.routable)
+        lane.to_failed.append(None if not o.ok or o.routable is None or out_region is None
+                              else out_region in o.routable)
     markers = {"fault": 0.0}
     if res.removes_region:
         for name, f in (("switchover", res.switchover()), ("DNS convergence", res.dns_convergence()),
@@ -147,9 +155,17 @@ def timeline_series(res: DrillResult) -> TimelineSeries:
             window = res.prediction.window(key)
             if window.known:
                 predicted[name] = (window.earliest, window.latest)
+    writes: dict[str, list[float]] = {}
+    for wr in tl.writes:
+        k = _bin(wr.t, start)
+        if wr.kind == "write" and 0 <= k < n:
+            writes.setdefault(wr.outcome, [0.0] * n)[k] += 1 / BIN_S
+    acked_at = {wr.id: wr.t_done for wr in tl.writes if wr.outcome == "ack"}
+    lost = [acked_at[i] - tf for i in (tl.data_check.missing if tl.data_check else ()) if i in acked_at]
     return TimelineSeries(
+        writes=writes, lost_writes=sorted(lost),
         title=f"{w.kind} {w.region or ''}".strip() + f" - seed {res.seed}, round {res.round + 1}",
-        failed_region=w.region, regions=regions, bins=[start - tf + k * BIN_S for k in range(n)], served=served,
+        failed_region=out_region, regions=regions, bins=[start - tf + k * BIN_S for k in range(n)], served=served,
         error_ratio=[f / t if t else None for f, t in zip(failed, total, strict=True)], dns_share=dns_share,
         lanes=[lanes[k] for k in sorted(lanes)],
         alarms=[(a.t - tf, a.node) for a in tl.alarms if a.event == "stale_snapshot"], markers=markers,
@@ -231,10 +247,12 @@ def timeline_figure(series: TimelineSeries) -> Any:
     outside the panels, never over the data; a panel with nothing observed says so."""
     plt = _pyplot()
     lanes = series.lanes
-    heights = [3.0, 1.4, 1.6, max(1.2, 0.32 * len(lanes))]
-    fig, axes = plt.subplots(4, 1, sharex=True, figsize=(WIDTH_IN, 2.0 + sum(heights)),
+    heights = [3.0, 1.4, 1.6, max(1.2, 0.32 * len(lanes))] + ([1.4] if series.writes else [])
+    fig, axes = plt.subplots(len(heights), 1, sharex=True, figsize=(WIDTH_IN, 2.0 + sum(heights)),
                              gridspec_kw={"height_ratios": heights}, layout="constrained")
-    ax_served, ax_err, ax_dns, ax_lanes = axes
+    ax_served, ax_err, ax_dns, ax_lanes = axes[:4]
+    if series.writes:
+        _writes_panel(axes[4], series, [b + BIN_S / 2 for b in series.bins])
     fig.suptitle(series.title, fontsize=11, x=0.01, ha="left")
     x = [b + BIN_S / 2 for b in series.bins]
     colours = [_colour(series.regions, r) for r in series.regions]
@@ -263,6 +281,24 @@ def timeline_figure(series: TimelineSeries) -> Any:
         ax.grid(axis="x", alpha=0.3)
         ax.tick_params(labelsize=8)
     return fig
+
+
+WRITE_COLOURS = {"ack": "#2ca02c", "indeterminate": "#ff7f0e", "refused": "#d62728"}
+
+
+def _writes_panel(ax: Any, series: TimelineSeries, x: list[float]) -> None:
+    """The drill's writes per second by outcome (stacked, by send time), and a cross at the
+    acknowledgement of every write found lost after the restore."""
+    kinds = [k for k in ("ack", "indeterminate", "refused") if k in series.writes]
+    ax.stackplot(x, [series.writes[k] for k in kinds], labels=[f"{k}ed" if k == "ack" else k for k in kinds],
+                 colors=[WRITE_COLOURS[k] for k in kinds], step="mid", alpha=0.8)
+    if series.lost_writes:
+        top = max((sum(v) for v in zip(*series.writes.values(), strict=True)), default=1.0)
+        ax.plot(series.lost_writes, [top * 0.9] * len(series.lost_writes), "x", color="black", markersize=6,
+                label=f"lost ({len(series.lost_writes)})")
+    ax.set_ylabel("writes/s")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0, title="writes", fontsize=8,
+              title_fontsize=8)
 
 
 def _served_panel(ax: Any, series: TimelineSeries, x: list[float], colours: list[str]) -> None:

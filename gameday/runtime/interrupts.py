@@ -50,6 +50,42 @@ starts pytest with SIGINT ignored and stops it itself: nothing has been started 
 
 READY = "ready"
 
+STOP_ENV = "GAMEDAY_STOP_FILE"
+"""Set by ``gameday drill``: the file it writes ``<signum> <monotonic time>`` to the moment a
+signal reaches it, before anything else (a signal sent to the wrapper alone reaches pytest
+only when it is forwarded, up to a second later). Every process of the run (pytest-xdist
+workers too) reads it at the injection gate (:meth:`Interrupts.refuse_injection`) and at the
+drill's phase boundaries, so a stop that came before an injection call means no injection."""
+
+INJECT = "inject"
+"""The ack file's line for an injection call about to be made: ``inject <monotonic time>
+<label>``; ``gameday drill`` names any made after the signal in its closing line."""
+
+
+def read_stop(path: str | os.PathLike[str] | None = None) -> tuple[int, float] | None:
+    """The stop ``gameday drill`` wrote (signal, its monotonic time), or None: none yet, or no
+    stop file in this run (:data:`STOP_ENV`). Never raises: called right before an injection."""
+    where = path if path is not None else os.environ.get(STOP_ENV)
+    if not where:
+        return None
+    try:
+        with open(where, "rb") as fh:
+            sig_s, t_s = fh.read(64).split()[:2]
+        return int(sig_s), float(t_s)
+    except (OSError, ValueError):
+        return None
+
+
+def write_stop(path: Path, signum: int, t: float) -> None:
+    """Write the stop for :func:`read_stop` (one small write: a reader sees it whole or not at
+    all; the first stop stays)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, f"{signum} {t:.6f}\n".encode())
+        finally:
+            os.close(fd)
+
 
 def signal_name(signum: int) -> str:
     return "Ctrl-C (SIGINT)" if signum == signal.SIGINT else signal.Signals(signum).name
@@ -203,25 +239,59 @@ class Interrupts:
         """When the first signal arrived, as ``t+S s`` since the handlers were installed."""
         return f"t+{(self.first_at or time.monotonic()) - self.installed_at:.2f} s"
 
+    def adopt_stop(self) -> bool:
+        """Take a stop ``gameday drill`` wrote (:data:`STOP_ENV`) as this process's first
+        signal, if none has arrived yet: the signal itself may still be on its way (forwarded
+        a second later, or never, to a pytest-xdist worker). Acknowledged like a received
+        signal, so the wrapper need not forward it. True when a signal or stop is in."""
+        if self.first is not None:
+            return True
+        stop = read_stop()
+        if stop is None:
+            return False
+        self.first, self.first_at = stop[0], min(stop[1], time.monotonic())
+        self.count += 1
+        self._ack(stop[0])
+        return True
+
+    def note_injection(self, what: str) -> None:
+        """Say (to ``gameday drill``, through the ack file) that an injection call is being made now."""
+        self._append_ack(f"{INJECT} {time.monotonic():.6f} {what}")
+
     def checkpoint(self, where: str) -> None:
         """A phase boundary on the way forward (the federation up, the load started, steady
         state reached): once a signal has arrived, raise it here, even if it was raised
         before: reaching a step forward after it means its exception was swallowed.
         Inside a shield this waits for the shield's end, as the signal does."""
+        self.adopt_stop()
         if self.first is None or self._shields or self._held:
             return
         self.raised = True
         self.watch_unraisable()  # something may have replaced the hook since
         raise KeyboardInterrupt(f"{signal_name(self.first)} (arrived at {self.since()}; stopping at: {where})")
 
+    def surfaced_as(self, exc: BaseException) -> KeyboardInterrupt:
+        """The first signal's :class:`KeyboardInterrupt`, for *exc*, an exception that came up
+        in its place once the signal had arrived: CPython 3.11 turns a KeyboardInterrupt raised
+        inside ``ast.parse`` (pytest formats tracebacks and rewrites asserts with it) into
+        ``SystemError: AST constructor recursion depth mismatch``, and code that caught the
+        interrupt may raise something else. Raise it ``from exc``; its message names *exc*.
+        Call only once a signal has arrived."""
+        self.raised = True
+        text = next(iter(str(exc).splitlines()), "").strip()
+        what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return KeyboardInterrupt(f"{signal_name(self.first or signal.SIGINT)} (arrived at {self.since()}; "
+                                 f"it surfaced as {what[:300]})")
+
     def refuse_injection(self, what: str) -> None:
         """The absolute gate before any fault is injected: no injection once a signal has
-        arrived, whatever became of its exception, shielded or not.
+        arrived, whatever became of its exception, shielded or not, nor once ``gameday drill``
+        has written its stop (:data:`STOP_ENV`), even before the signal reached this process.
 
         Raises:
             KeyboardInterrupt: a signal has arrived (the message names it and when).
         """
-        if self.first is None:
+        if not self.adopt_stop() or self.first is None:
             return
         message = f"gameday: not injecting {what}: {signal_name(self.first)} arrived at {self.since()}"
         self.say(message)

@@ -52,7 +52,7 @@ class SLO:
     """Seconds a figure may lie outside its predicted window, beyond its resolution, and still
     pass its vs-prediction verdict (:mod:`gameday.verdicts.predict`). 0.3 s: above the largest
     measured-minus-predicted of 12 headline drills on the reference federation on a shared
-    2-core machine (README, "Predictions")."""
+    2-core machine (docs/explanation/predictions.md, "The slack")."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +86,13 @@ class Settings:
     seed: int = 0
     seed_was_given: bool = False
     rounds: int = 1
+    round_jitter: float = 0.0
+    """Seconds: before the first fault of every drill (every round, the first too), wait a time drawn
+    uniformly from 0..round_jitter by a generator seeded with the run's seed, the test and the round
+    (:attr:`gameday.drill.Drill.jitter`): rounds run back to back at a steady pace would otherwise
+    inject at the same phase of every periodic process of the federation (a health checker's rounds,
+    a sync loop), and so measure one phase again and again instead of a random one. With at least
+    the longest period, each round's phase is independent of the others'. 0 (default): no wait."""
     reports: Path = Path("reports")
     allow_context: tuple[str, ...] = ()
     dry_run: bool = False
@@ -314,6 +321,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("seed", "seed for every random choice (region picks); printed in the header",
                Number(True, 0, 2**63 - 1, hi_text="2**63 - 1")),
     OptionSpec("rounds", "repeat each drill N times with seeded random picks", Number(True, 1, 1000)),
+    OptionSpec("round-jitter", "before each round's first fault, wait a random 0..SECONDS drawn from the seed, so "
+               "that rounds land at independent phases of the federation's periodic processes (its health "
+               "checks' cycle: give at least the longest period); default 0, no wait", Number(False, 0, 3600)),
     OptionSpec("reports", "directory for run data, ledger and figures (default: reports)", WritableDirectory()),
     OptionSpec("users", "locust users (default: topology load.users)", Number(True, 1, 10_000)),
     OptionSpec("rate", "offered load in requests/s across all users (default: topology load.rate)",
@@ -412,7 +422,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
     target = values.get("target", "local")
     if target == "external" and "profile" not in values:
         raise ConfigError("--gameday-target=external needs a federation profile: --gameday-profile FILE (ini "
-                          "gameday_profile, env GAMEDAY_PROFILE); see the README, 'Drill your own federation'",
+                          "gameday_profile, env GAMEDAY_PROFILE); see docs/howto/own-federation.md",
                           field="profile")
     if target == "external" and "topology" in values:
         raise ConfigError("--gameday-target=external takes its regions from --gameday-profile; leave "
@@ -436,6 +446,7 @@ def resolve(get: Callable[[OptionSpec], tuple[Any, str]], *, targets: Collection
         seed=seed,
         seed_was_given=seed_given,
         rounds=values.get("rounds", 1),
+        round_jitter=values.get("round-jitter", 0.0),
         reports=values.get("reports", Path("reports")),
         allow_context=values.get("allow-context", ()),
         dry_run=values.get("dry-run", False),

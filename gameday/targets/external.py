@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import secrets
 import socket
 import time
 from collections.abc import Mapping
@@ -34,8 +35,9 @@ from gameday.faults import FAULTS, Fault
 from gameday.faults.command import CommandFault, CommandRun, CommandSpec
 from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
 from gameday.model.topology import MAX_DNS_TTL, Timing, Topology
-from gameday.observers.kinds import BuildContext
-from gameday.observers.sources import HttpJsonUtilisation, Sources, UdpDns
+from gameday.observers.kinds import BuildContext, ServiceEntry
+from gameday.observers.sources import HttpJsonUtilisation, Sources, StateSource, UdpDns
+from gameday.observers.sources.state import READ_BACK_PATIENCE
 from gameday.runtime.settings import Settings
 from gameday.runtime.userinput import shown
 from gameday.targets.profile import Command, LoadedProfile, load_profile, parse_profile
@@ -55,6 +57,12 @@ _REVERT_KEY = "revert"
 """Params key of the recorded revert command (in the ledger entry)."""
 _REVERTED_KEY = "reverted"
 """Params key set once the revert ran: it runs at most once per injection."""
+
+PROBE_CLIENT = -100
+"""The writer-client number of the health check's probe write (its own DNS cache)."""
+PROBE_PATIENCE = 1.0
+"""Seconds the probe's read-back keeps trying: the health check itself tries again until its
+timeout, so one probe need not wait as long as a drill's read-back (READ_BACK_PATIENCE)."""
 
 
 def command_spec(cmd: Command, cwd: Path) -> CommandSpec:
@@ -81,6 +89,9 @@ class ExternalTarget:
         """Detection timing as the profile states it; None: unknown (preflight says so)."""
         self.runs: list[dict[str, Any]] = []
         """Every command run, in order, with its output (also in ``commands.jsonl``)."""
+        self.probe_writes = True
+        """With a ``state:`` section, the health check writes one probe record and reads it
+        back; False (a dry run, which writes nothing): it only reads one back."""
         self._observed_ttl: int | None = None
 
     @classmethod
@@ -98,7 +109,9 @@ class ExternalTarget:
         if settings.profile is None:
             raise ConfigError("the external target needs a federation profile: --gameday-profile FILE",
                               field="profile")
-        return cls(load_profile(settings.profile), workdir)
+        target = cls(load_profile(settings.profile), workdir)
+        target.probe_writes = not settings.dry_run
+        return target
 
     def faults(self) -> Mapping[str, Fault]:
         """The profile's faults (:class:`~gameday.interfaces.HasFaults`): a built-in name
@@ -172,7 +185,8 @@ class ExternalTarget:
 
     # -- lifecycle: the federation is someone else's ---------------------------------------------------
     def up(self) -> None:
-        """Check the federation is reachable before anything else happens.
+        """Check the federation is reachable (and, with a ``state:`` section, takes a probe
+        write and reads it back) before anything else happens.
 
         Raises:
             TargetUnreachable: naming every part that is not (the DNS server, a gateway).
@@ -219,8 +233,24 @@ class ExternalTarget:
         utilisation = {r.name: tuple(HttpJsonUtilisation(url=u.url, capacity=u.capacity, utilisation=u.utilisation,
                                                          rejected=u.rejected) for u in r.utilisation)
                        for r in p.regions if r.utilisation}
+        state = self.state_source()
+        st = p.state
         return Sources(entry_nodes=nodes, dns=dns_source, control_plane=version, alarms=alarms,
-                       utilisation=utilisation)
+                       utilisation=utilisation, state=state, write_rate=st.write_rate if st is not None else 5.0,
+                       write_ttl_hint=self.dns_ttl)
+
+    def state_source(self, *, read_patience: float = READ_BACK_PATIENCE) -> StateSource | None:
+        """The write path and read-back the profile's ``state:`` describes (None: it has none,
+        and the state verdicts are not applicable). The caller closes it."""
+        p, st = self.profile, self.profile.state
+        if st is None:
+            return None
+        service = ServiceEntry(dns_server=(p.service.dns.server, p.service.dns.port), fqdn=p.service.fqdn,
+                               scheme=p.service.load.scheme, port=p.service.load.port, host=p.host_header)
+        source: StateSource = st.source.build(BuildContext(self.loaded.base_dir, service=service,
+                                                           write_timeout=st.write_timeout, stated=st.stated(),
+                                                           read_patience=read_patience))
+        return source
 
     @property
     def dns_ttl(self) -> float:
@@ -233,8 +263,9 @@ class ExternalTarget:
     # -- the prediction's inputs (StatesTiming) --------------------------------------------------------
     def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
         """The profile's ``timing:`` plus the TTL the DNS server answered with at the last health
-        check. The DNS server acts on its own health checks (``timing`` describes them), so its
-        propagation to the answers is 0; the entry nodes' is ``timing.propagation`` or unknown.
+        check. The DNS server acts on its own health checks (``timing`` describes them): its
+        propagation to the answers is ``timing.gslb_delay``, or 0 (at once) where not stated; the
+        entry nodes' is ``timing.propagation`` or unknown.
 
         Args:
             prefer_observed_ttl: judge with the observed TTL where it contradicts the stated one.
@@ -252,7 +283,11 @@ class ExternalTarget:
         propagation = t.propagation if t is not None else None
         return StatedTiming(
             source=source, probe_interval=t.probe_interval if t else None, probe_timeout=t.probe_timeout if t else None,
-            fall=t.fall if t else None, dns_ttl=ttl, dns_ttl_from=ttl_from, gslb_propagation=0.0,
+            fall=t.fall if t else None, dns_ttl=ttl, dns_ttl_from=ttl_from,
+            gslb_propagation=t.gslb_delay if t is not None and t.gslb_delay is not None else 0.0,
+            gslb_propagation_from=(f"timing.gslb_delay: the DNS server answers up to {t.gslb_delay:g} s after deciding"
+                                   if t is not None and t.gslb_delay is not None else "timing.gslb_delay not stated: "
+                                   "the DNS server is taken to answer from its health decisions at once"),
             entry_propagation=propagation, entry_propagation_from="timing.propagation" if propagation is not None
             else "")
 
@@ -301,12 +336,45 @@ class ExternalTarget:
 
     def _problems(self) -> list[str]:
         dns_problem = self._dns_problem()
-        return ([dns_problem] if dns_problem else []) + self._gateway_problems()
+        problems = ([dns_problem] if dns_problem else []) + self._gateway_problems()
+        if not problems:  # the write path is reached through DNS and a gateway: only once they are
+            state_problem = self._state_problem()
+            problems += [state_problem] if state_problem else []
+        return problems
+
+    def _state_problem(self) -> str | None:
+        """With a ``state:`` section: one probe write, acknowledged and read back (a dry run only
+        reads one back); what went wrong, or None. A drill whose writes cannot be made or read
+        back could not say what happened to the data: it is refused before any injection."""
+        source = self.state_source(read_patience=PROBE_PATIENCE)
+        if source is None:
+            return None
+        probe = f"gameday-probe-{secrets.token_hex(8)}"
+        try:
+            problem = None
+            if self.probe_writes:
+                w = source.write(probe, PROBE_CLIENT)
+                if w.outcome != "ack":
+                    problem = (f"the write path does not take writes: probe write {probe} {w.outcome} "
+                               f"({w.error or 'no reason given'})")
+            if problem is None:
+                answer = source.lookup([probe])
+                if answer.error is not None or answer.failed:
+                    problem = (f"the read-back does not answer: reading {probe} back failed "
+                               f"({answer.error or 'read failed'})")
+                elif self.probe_writes and probe not in answer.found:
+                    problem = (f"a probe write was acknowledged and is not read back: {probe} not found at "
+                               f"{answer.where or 'the entry DNS answered'}")
+            return None if problem is None else f"state: {problem}; {source.describe()}"
+        finally:
+            source.close()
 
     def check_health(self, timeout: float) -> None:
         """Every gateway reachable on the load port and the DNS server answering with at
         least one region's gateway, within *timeout* seconds (a reverted gateway may take a
-        moment to listen again).
+        moment to listen again); with a ``state:`` section, a probe write acknowledged and read
+        back through them (a dry run reads one back only): a drill checks this before it
+        injects, so one that could not write refuses with nothing injected.
 
         Raises:
             TargetUnreachable: naming what is not reachable.

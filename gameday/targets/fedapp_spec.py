@@ -7,8 +7,10 @@ into them. Fields only the harness uses (kubeconfig contexts, the offered load) 
 
 from __future__ import annotations
 
-from gameday.fedapp.spec import AppControlPlane, AppDefects, AppTiming, AppTopology
+from gameday.fedapp import storetiming
+from gameday.fedapp.spec import AppControlPlane, AppDefects, AppState, AppTiming, AppTopology
 from gameday.model.topology import Topology
+from gameday.verdicts.state import StatedFailover, StatedReplication
 
 
 def app_topology(topology: Topology) -> AppTopology:
@@ -22,5 +24,47 @@ def app_topology(topology: Topology) -> AppTopology:
         timing=AppTiming.model_validate(topology.timing.model_dump()),
         control_plane=AppControlPlane(state=topology.control_plane.state,
                                       broadcast_delay=topology.control_plane.broadcast_delay),
-        defects=AppDefects.model_validate(topology.defects.model_dump()),
+        defects=AppDefects.model_validate(topology.defects.model_dump(exclude={"store_unreplicated"})),
+        state=app_state(topology),
     )
+
+
+def app_state(topology: Topology) -> AppState | None:
+    """The store the app writes to: one replica per region (at most 3) for ``sync``, one on
+    the primary region's node for ``none``; the ``store_unreplicated`` defect keeps one, in
+    memory, whatever is stated."""
+    state = topology.state
+    if state is None:
+        return None
+    quorum = min(3, len(topology.regions))
+    if topology.defects.store_unreplicated:
+        return AppState(replicas=1, storage="memory", placement=topology.primary_region, queue_replicas=quorum)
+    if state.replication == "none":
+        return AppState(replicas=1, storage="file", placement=topology.primary_region, mode="none",
+                        queue_replicas=quorum)
+    if state.replication == "async":
+        lag = float(state.max_lag or 0.5)
+        return AppState(replicas=1, storage="file", mode="async", primary=topology.primary_region,
+                        replication_interval=min(0.1, lag / 2), queue_replicas=quorum)
+    return AppState(replicas=quorum, storage="file", queue_replicas=quorum)
+
+
+def stated_replication(topology: Topology) -> StatedReplication | None:
+    """What the reference app's configuration states of its state layer: the replication mode and
+    lag from ``state:``; for ``async``, the store controller's failover, checked with the
+    topology's own ``timing`` (it probes the primary as the GSLB probes gateways) and its lease and
+    announcement constants; and how long its store clients stay on a frozen node. None: no state
+    layer."""
+    state = topology.state
+    if state is None:
+        return None
+    t = topology.timing
+    failover = None
+    if state.replication == "async":
+        lease, announce = storetiming.LEASE, storetiming.ANNOUNCE_EVERY
+        failover = StatedFailover(probe_interval=t.probe_interval, probe_timeout=t.probe_timeout, fall=t.fall,
+                                  lease=lease, announce=announce, nodes=len(topology.regions),
+                                  source=f"topology {topology.name!r}: timing, and the reference store controller's "
+                                         f"{lease:g} s lease and {announce:g} s announcements")
+    return StatedReplication(state.replication, state.max_lag, failover=failover,
+                             dead_connection=storetiming.DEAD_CONNECTION)

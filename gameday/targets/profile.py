@@ -4,9 +4,11 @@ The ``external`` target (:mod:`gameday.targets.external`) knows a federation onl
 its profile (DESIGN.md §7): the name clients resolve and the DNS server they ask, how a
 client reaches a region's gateway, each region's gateway address, weight and (if known)
 capacity, where each entry node reports its route version and routable regions, optional
-sources of the control-plane version and of stale-snapshot alarms, and every fault as a
-command with its exact inverse. The README section "Drill your own federation" has a
-complete, commented example.
+sources of the control-plane version and of stale-snapshot alarms, every fault as a
+command with its exact inverse, and optionally its state layer (``state:``: how the drill
+writes and reads back, and the replication it states). ``docs/howto/own-federation.md`` walks
+through a complete, commented example (``examples/profiles/``, each tested), and
+``docs/reference/profile.md`` lists every field, generated from these models.
 
 A profile is YAML read defensively (:mod:`gameday.runtime.userinput`: bounded size, UTF-8, one
 document, no duplicate keys, no alias bombs) and validated into frozen pydantic models.
@@ -55,10 +57,20 @@ from gameday.model.topology import (
     _loc,
     format_validation_error,
 )
-from gameday.observers.kinds import LENIENT, NonEmpty, Role, SourceChoice, StrictModel, choose, http_url
+from gameday.observers.kinds import (
+    LENIENT,
+    SOURCE_KINDS,
+    NonEmpty,
+    Role,
+    SourceChoice,
+    StrictModel,
+    choose,
+    http_url,
+)
 from gameday.runtime.userinput import load_yaml, read_text_file, shown
+from gameday.verdicts.state import StatedReplication
 
-EXAMPLE = "README.md, section 'Drill your own federation'"
+EXAMPLE = "docs/reference/profile.md and examples/profiles/"
 """Where an "unknown field" message points."""
 
 MAX_COMMAND_TIMEOUT = 600.0
@@ -111,7 +123,9 @@ class FaultSpec(StrictModel):
     """
 
     inject: Command
+    """What puts the fault in effect."""
     revert: Command
+    """Its exact inverse; idempotent (see above)."""
     takes_region_out: bool | None = Field(None, strict=True)
     """Only for a fault of the profile's own: it takes its region out of service (switchover
     is then measured). A fault gameday knows (``gateway_down``) keeps its own meaning."""
@@ -160,8 +174,11 @@ class ScaleToZero(StrictModel):
     """Scale a workload to 0 replicas; the revert scales it back to the count read just before."""
 
     kind: Literal["Deployment", "StatefulSet"] = "Deployment"
+    """The workload's kind."""
     namespace: K8sNamespace
+    """Its namespace."""
     name: K8sName
+    """The workload's name."""
 
 
 class IsolateNamespace(StrictModel):
@@ -169,6 +186,7 @@ class IsolateNamespace(StrictModel):
     of it is dropped (the CNI must enforce NetworkPolicies); the revert deletes the policy."""
 
     namespace: K8sNamespace
+    """The namespace to cut off."""
 
 
 class PatchSelector(StrictModel):
@@ -176,8 +194,11 @@ class PatchSelector(StrictModel):
     exactly the selector read just before."""
 
     namespace: K8sNamespace
+    """The Service's namespace."""
     service: K8sName
+    """The Service's name."""
     selector: dict[str, str] = Field(min_length=1, max_length=20)
+    """The labels it selects while the fault is in effect (e.g. a label no pod has)."""
 
     @field_validator("selector")
     @classmethod
@@ -197,8 +218,11 @@ class KubernetesFault(StrictModel):
     cluster: str | None = None
     """The key in ``kubernetes.contexts`` of the cluster to act on; default: the fault's region."""
     scale_to_zero: ScaleToZero | None = None
+    """Scale a Deployment or StatefulSet to 0; the revert scales it back to the count read before."""
     isolate_namespace: IsolateNamespace | None = None
+    """Drop all traffic into and out of a namespace with a NetworkPolicy; the revert deletes it."""
     patch_selector: PatchSelector | None = None
+    """Point a Service at other pods; the revert puts its old selector back."""
     takes_region_out: bool | None = Field(None, strict=True)
     """As for command faults: only for a fault of the profile's own."""
 
@@ -259,6 +283,7 @@ def _dump_choice(choice: SourceChoice) -> dict[str, Any]:
 VersionChoice = Annotated[SourceChoice, PlainValidator(_choice("version")), PlainSerializer(_dump_choice)]
 AlarmChoice = Annotated[SourceChoice, PlainValidator(_choice("alarms")), PlainSerializer(_dump_choice)]
 NodeChoice = Annotated[SourceChoice, PlainValidator(_choice("entry_node")), PlainSerializer(_dump_choice)]
+StateChoice = Annotated[SourceChoice, PlainValidator(_choice("state")), PlainSerializer(_dump_choice)]
 
 
 class EntryNode(StrictModel):
@@ -284,6 +309,63 @@ class EntryNode(StrictModel):
         return {"name": out["name"], **self.source.dump()}
 
 
+Replication = Literal["sync", "async", "none"]
+
+
+class StateSpec(StrictModel):
+    """The federation's state layer (DESIGN.md section 9): how the drill writes to it and reads
+    the writes back (exactly one source kind beside the other fields, e.g. ``http: {...}``),
+    what it states of its replication, and the drill's write rate. Without it the state
+    verdicts are not applicable (never a pass)."""
+
+    replication: Replication | None = None
+    """What the federation states: ``sync`` (an acknowledged write is held by a synchronous
+    standby or a quorum: 0 lost), ``async`` (the standby trails by at most ``max_lag``),
+    ``none`` (one copy); null: not stated (the data-loss prediction is not applicable)."""
+    max_lag: float | None = Field(None, ge=0, le=3600, strict=True)
+    """``async`` only (and required there): the stated maximum replication lag, seconds."""
+    write_rate: float = Field(5.0, gt=0, le=1000, strict=True)
+    """Writes per second the drill's writer sends (Poisson arrivals) while it observes."""
+    write_timeout: float = Field(1.0, gt=0, le=30, strict=True)
+    """Seconds a write may take; one not answered within it is indeterminate (it may or may
+    not have been stored), never counted as acknowledged."""
+    source: StateChoice
+    """How writes are sent and read back: ``http`` or a kind a plugin adds (role ``state``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_beside_fields(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or "source" in data:
+            return data
+        own = {"replication", "max_lag", "write_rate", "write_timeout"}
+        rest = {k: v for k, v in data.items() if k not in own}
+        if not rest:
+            raise ValueError(f"got no source kind, expected exactly one of {', '.join(SOURCE_KINDS.of('state'))} "
+                             "beside the other fields: how the drill writes and reads back (e.g. http: {})")
+        return {**{k: v for k, v in data.items() if k in own},
+                "source": choose("state", rest, lenient=bool((info.context or {}).get(LENIENT)))}
+
+    @model_validator(mode="after")
+    def _lag_with_async(self) -> StateSpec:
+        if self.replication == "async" and self.max_lag is None:
+            raise ValueError("max_lag: required with replication: async (the stated maximum replication lag, "
+                             "seconds: what the data-loss prediction allows)")
+        if self.replication != "async" and self.max_lag is not None:
+            raise ValueError(f"max_lag: only with replication: async (got replication: "
+                             f"{self.replication or 'not stated'})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        out.pop("source", None)
+        return {**out, **self.source.dump()}
+
+    def stated(self) -> StatedReplication | None:
+        """The stated replication, the data-loss prediction's input (None: not stated)."""
+        return None if self.replication is None else StatedReplication(self.replication, self.max_lag)
+
+
 class ControlPlaneSpec(StrictModel):
     version: VersionChoice
     """Exactly one source kind: ``http_json``, ``prometheus``, ``metrics``, or one a plugin adds."""
@@ -294,6 +376,7 @@ class DnsServer(StrictModel):
     server: str
     """The DNS server clients ask (an IP address)."""
     port: int = Field(53, ge=1, le=65535, strict=True)
+    """Its port."""
 
     @field_validator("server")
     @classmethod
@@ -309,8 +392,11 @@ class LoadTarget(StrictModel):
     """How a client reaches a gateway: ``scheme://<address DNS answered>:port/path`` with ``Host: host``."""
 
     scheme: Literal["http", "https"] = "http"
+    """How a client speaks to a gateway."""
     port: int = Field(ge=1, le=65535, strict=True)
+    """The gateways' load port (each must accept connections on it before a drill)."""
     path: str = "/"
+    """The path the load's requests ask for."""
     host: str | None = None
     """The Host header (default: the service name without its trailing dot)."""
 
@@ -326,7 +412,9 @@ class Service(StrictModel):
     fqdn: str
     """The name clients resolve, e.g. ``app.example.test.`` (a trailing dot is added)."""
     dns: DnsServer
+    """The DNS server (the GSLB) clients ask for that name."""
     load: LoadTarget
+    """How a client reaches a region once DNS answered with its gateway."""
     served_by_header: str | None = None
     """A response header naming the serving region (``a`` or ``a/instance``), if the federation sets one."""
 
@@ -389,7 +477,11 @@ class ProfileRegion(StrictModel):
     capacity_rps: float | None = Field(None, gt=0, le=2_000_000, strict=True)
     """Requests/s the whole region can serve; unknown (omitted): the headroom verdict is not applicable."""
     entry_nodes: list[EntryNode] = Field(default_factory=list)
+    """Optional: the region's gateways and proxies, each with the source of its route version and
+    routable regions; without any, switchover is measured from the DNS answers."""
     faults: FaultTable = Field(default_factory=dict)
+    """The region's faults as commands: a name gameday knows (``gateway_down``) or one of the
+    profile's own."""
     utilisation: list[UtilisationSpec] = Field(default_factory=list)
     """Optional: app instances' load: each a URL of a JSON document with the fields
     :data:`UTILISATION_FIELDS` names, or a :class:`UtilisationSpec` naming its own."""
@@ -428,9 +520,12 @@ class FederationTiming(StrictModel):
     probe_interval: float | None = Field(None, gt=0, le=600, strict=True)
     """Seconds between the DNS server's (or load balancer's) health checks of a gateway."""
     probe_timeout: float | None = Field(None, gt=0, le=60, strict=True)
+    """Seconds a health check may take: a hung gateway's check fails at this (the detection of
+    ``gateway_hung``)."""
     fall: int | None = Field(None, ge=1, le=100, strict=True)
     """Consecutive failed checks before a gateway is taken out."""
     rise: int | None = Field(None, ge=1, le=100, strict=True)
+    """Consecutive passed checks before a gateway is taken back (not an input of the prediction)."""
     dns_ttl: int | None = Field(None, ge=0, le=MAX_DNS_TTL, strict=True)
     """TTL of the answers; unknown: the target reads it from the DNS server's answer. Stated and
     contradicted by the answers, the drill is refused (``--gameday-accept-observed-ttl``)."""
@@ -438,6 +533,12 @@ class FederationTiming(StrictModel):
     """Seconds, at most, from the health checker's decision to every entry node's route (the
     prediction's entry-node propagation); unknown: the switchover's vs-prediction verdict is n/a
     where entry nodes report their routes."""
+    gslb_delay: float | None = Field(None, ge=0, le=600, strict=True)
+    """Seconds, at most, from the DNS server's health decision to its answers: a GSLB that applies
+    its decisions in batches, polls a health store, or pushes a zone to its secondaries answers up
+    to this late (the prediction's GSLB propagation). Not stated: 0, a DNS server answering from
+    its own checks at once (PowerDNS ``ifportup``); a later one then fails DNS convergence vs
+    prediction, and the failure names this field."""
 
     @model_validator(mode="after")
     def _detection_fields_together(self) -> FederationTiming:
@@ -456,7 +557,9 @@ class Profile(StrictModel):
     """A validated federation profile."""
 
     name: str = Field(min_length=1, max_length=100)
+    """The federation's name, as reports show it."""
     service: Service
+    """The service clients use: its name, the DNS server they ask, how they reach a gateway."""
     regions: list[ProfileRegion] = Field(min_length=2, max_length=250,
                                          description="a failover drill needs a region to fail over to")
     control_plane: ControlPlaneSpec | None = None
@@ -466,6 +569,8 @@ class Profile(StrictModel):
     faults: FaultTable = Field(default_factory=dict)
     """Region-less faults (``control_plane_down``, ...)."""
     timing: FederationTiming | None = None
+    """What is known of failure detection and propagation: the prediction's inputs (None: every
+    vs-prediction verdict is n/a)."""
     load: Load = Field(default_factory=Load)
     """The drills' default offered load (users, rate) and the N-1 headroom margin."""
     kubernetes: KubernetesSpec | None = None
@@ -474,6 +579,8 @@ class Profile(StrictModel):
     manifests: str | None = Field(default=None, min_length=1, max_length=4096)
     """A directory of the Kubernetes manifests the federation is deployed from (relative to
     the profile's file), for R11's offline checks; None: R11's manifest checks are n/a."""
+    state: StateSpec | None = None
+    """The state layer: how the drill writes and reads back; None: the state verdicts are n/a."""
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Profile:

@@ -32,6 +32,7 @@ from gameday.verdicts.measure import (
 )
 from gameday.verdicts.predict import Prediction
 from gameday.verdicts.registry import NA, VERDICTS
+from gameday.verdicts.state import StatedReplication, StoreEffect
 
 if TYPE_CHECKING:
     from gameday.model.timeline import PollRate
@@ -83,6 +84,27 @@ class DrillFigures:
     """The target's sources include the control plane's version (else versions are n/a)."""
     alarm_sources: bool = True
     """The target's sources include alarms (else the alarm verdicts are n/a)."""
+    silent_alarm_sources: Mapping[str, str] = field(default_factory=dict)
+    """Alarm sources that never answered during the drill (description -> their last error),
+    filled in when the fault's block ends: the alarm verdicts are then n/a, never a pass."""
+    state_source: bool = False
+    """The target's sources include a state layer's write path (else the state verdicts are n/a)."""
+    nested: bool = False
+    """A fault inside another's block: it shares the outermost fault's timeline, whose writes
+    are read back only once the outermost is restored."""
+    task_queue: bool = False
+    """The drill added tasks to the federation's background workers' queue (else duplicates is n/a)."""
+    reads_own_writes: bool = False
+    """The drill's writer read its acknowledged writes back as their clients (else stale_reads is n/a)."""
+    stated_replication: StatedReplication | None = None
+    """How the federation states its store replicates (the RPO prediction's input; None: not stated)."""
+    write_timeout: float | None = None
+    """Seconds one write may take before it is indeterminate (the state source's; None: unknown)."""
+    store_effect: StoreEffect | None = None
+    """What the fault does to a store node (:attr:`gameday.faults.Fault.store_node`; None: nothing)."""
+    state_primary: str | None = None
+    """The region leading the data just before the fault, where the fault takes a store node and
+    the target can say (:class:`~gameday.interfaces.HasStatePrimary`); else None."""
     utilisation_regions: frozenset[str] | None = None
     """Regions whose utilisation the target's sources read (None: every region). In the others
     the dynamic headroom's utilisation part is n/a (the overload ratio still counts)."""

@@ -67,6 +67,9 @@ class _Measured:
     borderline: bool = False
     """A pass that its figure's resolution does not settle (the limit lies within it): with a
     starved harness, whose resolution is wider than asked for, that pass is inconclusive."""
+    exact: bool = False
+    """Set before a failure that no sampling rate can explain (a version that went back, N-1
+    arithmetic over declared capacities): a starved harness does not make it inconclusive."""
 
     def duration(self, f: Figure, limit: float) -> None:
         self.figure = "not reached" if f.value is None else f"{f.value:.2f} s"
@@ -94,14 +97,15 @@ class Judged(DrillFigures):
 
 
     @contextmanager
-    def _verdict(self, name: str) -> Iterator[_Measured]:
-        """Record how the ``assert_*`` in the block ended, with what it measured."""
+    def _verdict(self, name: str, *, exact: bool = False) -> Iterator[_Measured]:
+        """Record how the ``assert_*`` in the block ended, with what it measured; an *exact*
+        verdict (exact counts, not samples at a rate) is never made inconclusive."""
         m = _Measured()
         try:
             yield m
         except AssertionError as exc:
             first = str(exc).splitlines()[0][:300] if str(exc) else ""
-            if starved := self.starvation():
+            if not (exact or m.exact) and (starved := self.starvation()):
                 inconclusive = self._inconclusive(name, first, starved)
                 self._record(Verdict(name, "inconclusive", str(inconclusive), m.figure, m.resolution, m.limit,
                                      m.false_failure), inconclusive)

@@ -14,8 +14,11 @@ detection
       (the latest holds for a checker that waits ``interval`` after each check *ends*, as the
       reference federation's does, and so also for one that starts checks ``interval`` apart).
 GSLB propagation
-    From the health decision to the DNS answers. The reference GSLB and a DNS server checking
-    its own gateways (PowerDNS ``ifportup``) answer from the decision at once: 0.
+    From the health decision to the DNS answers: ``timing.gslb_delay`` where stated (a GSLB that
+    applies its decisions in batches, or pushes a zone to its servers, answers up to that late;
+    it adds to the latest only, a decision may land just before a batch). Not stated: 0, as for
+    the reference GSLB by default and a DNS server checking its own gateways (PowerDNS
+    ``ifportup``), which answer from the decision at once.
 entry-node propagation
     From the health decision to every surviving entry node: the reference federation's
     sync chain (agent event, control-plane commit, ``broadcast_delay``, diff pull:
@@ -65,7 +68,9 @@ class StatedTiming:
     """The TTL clients hold an answer for: the TTL the DNS server answers with where it was observed."""
     dns_ttl_from: str = "stated"
     gslb_propagation: float | None = 0.0
-    """Health decision -> DNS answers (0: the DNS server decides from its own checks)."""
+    """Health decision -> DNS answers, at most (0: the DNS server answers from its decisions at once)."""
+    gslb_propagation_from: str = "the DNS server answers from its own health decisions at once"
+    """How the GSLB propagation was stated (``timing.gslb_delay``), or what taking it as 0 assumes."""
     entry_propagation: float | None = None
     """Health decision -> every surviving entry node; None: unknown."""
     entry_propagation_min: float = 0.0
@@ -78,7 +83,8 @@ class StatedTiming:
     def as_dict(self) -> dict[str, object]:
         return {"source": self.source, "probe_interval_s": self.probe_interval, "probe_timeout_s": self.probe_timeout,
                 "fall": self.fall, "dns_ttl_s": self.dns_ttl, "dns_ttl_from": self.dns_ttl_from,
-                "gslb_propagation_s": self.gslb_propagation, "entry_propagation_s": self.entry_propagation,
+                "gslb_propagation_s": self.gslb_propagation, "gslb_propagation_from": self.gslb_propagation_from,
+                "entry_propagation_s": self.entry_propagation,
                 "entry_propagation_from": self.entry_propagation_from, "request_s": self.request}
 
 
@@ -165,7 +171,11 @@ def from_topology(topology: Topology, source: str, *, request: float = 1.0) -> S
     return StatedTiming(
         source=source, probe_interval=t.probe_interval, probe_timeout=t.probe_timeout, fall=t.fall,
         dns_ttl=float(t.dns_ttl), dns_ttl_from="timing.dns_ttl, the TTL the reference GSLB answers with",
-        gslb_propagation=0.0, entry_propagation=cp.propagation, entry_propagation_min=cp.broadcast_delay,
+        gslb_propagation=t.gslb_delay,
+        gslb_propagation_from=(f"timing.gslb_delay: the reference GSLB applies its health decisions every "
+                               f"{t.gslb_delay:g} s" if t.gslb_delay else
+                               "timing.gslb_delay 0: the reference GSLB answers from its decisions at once"),
+        entry_propagation=cp.propagation, entry_propagation_min=cp.broadcast_delay,
         entry_propagation_from=f"broadcast_delay {cp.broadcast_delay:g} s + the reference sync chain "
         f"{cp.propagation - cp.broadcast_delay:g} s", request=request)
 
@@ -222,7 +232,7 @@ def predict(timing: StatedTiming, fault: str, fails: FailsAt | None, *, entry_no
         p = timing.gslb_propagation
         dns = Window(figure="dns_convergence", earliest=det.earliest, latest=det.latest + p,
                      derivation=f"detection {det.earliest:.2f}-{det.latest:.2f} s + GSLB propagation "
-                     f"<= {_g(p)} s")
+                     f"<= {_g(p)} s ({timing.gslb_propagation_from})")
     windows["dns_convergence"] = dns
     if entry_nodes_route:
         if timing.entry_propagation is None:

@@ -9,8 +9,8 @@ reads it from here:
   the ``n/a: <reason>`` an ``assert_*`` records, the table cell, run.json's
   ``not_applicable``, JUnit's ``gameday_na`` properties, and the skip of a test whose every
   verdict was not applicable (:mod:`gameday.plugin.reporting`) all come from it;
-- the list of verdicts in README's "Verdicts" section (:func:`markdown_table`; a test keeps
-  the README's copy in step).
+- the verdict reference of the documentation (``docs/reference/verdicts.md``, generated from
+  :func:`markdown_table` by ``docs/gen_ref.py`` on every documentation build).
 
 How to add a verdict
 --------------------
@@ -68,6 +68,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gameday.model.tables import Table
+from gameday.verdicts.predict import Prediction, Window, judge
+from gameday.verdicts.state import (
+    StatedReplication,
+    StoreEffect,
+    data_loss,
+    duplicates,
+    fencing,
+    outcomes,
+    rpo_vs_prediction,
+    stale_reads,
+    write_recovery,
+    write_recovery_window,
+)
 
 if TYPE_CHECKING:
     from gameday.model.timeline import FaultWindow, Timeline
@@ -97,6 +110,24 @@ class DrillInputs(Protocol):
     def control_plane_source(self) -> bool: ...
     @property
     def alarm_sources(self) -> bool: ...
+    @property
+    def silent_alarm_sources(self) -> Mapping[str, str]: ...
+    @property
+    def state_source(self) -> bool: ...
+    @property
+    def stated_replication(self) -> StatedReplication | None: ...
+    @property
+    def write_timeout(self) -> float | None: ...
+    @property
+    def store_effect(self) -> StoreEffect | None: ...
+    @property
+    def state_primary(self) -> str | None: ...
+    @property
+    def prediction(self) -> Prediction | None: ...
+    @property
+    def task_queue(self) -> bool: ...
+    @property
+    def reads_own_writes(self) -> bool: ...
     @property
     def survivors(self) -> tuple[str, ...]: ...
     @property
@@ -159,6 +190,10 @@ class VerdictKind:
     """Its detail beside the cell in the Allure table; None: the summary's ``<name>.detail``."""
     in_line: bool = False
     """Shown in the drill's one-line verdict (the Allure description)."""
+    exact: bool = False
+    """Decided from exact counts, not from samples taken at a rate (a lost write, a version
+    that went back): a starved harness cannot have changed it, so its failure is never made
+    inconclusive (:mod:`gameday.verdicts.harness`)."""
 
     def cell_of(self, summary: Summary) -> str:
         return self.cell(summary) if self.cell is not None else asserted_cell(summary, self.name)
@@ -308,7 +343,197 @@ def _needs_capacities(drill: DrillInputs) -> str | None:
 
 
 def _needs_alarms(drill: DrillInputs) -> str | None:
-    return None if drill.alarm_sources else "no alarm source"
+    if not drill.alarm_sources:
+        return "no alarm source"
+    silent = drill.silent_alarm_sources
+    if silent:
+        first, error = next(iter(silent.items()))
+        more = f" (and {len(silent) - 1} more)" if len(silent) > 1 else ""
+        return f"alarm source {first} never answered{more} (last error: {error})"
+    return None
+
+
+def _needs_state(drill: DrillInputs) -> str | None:
+    return None if drill.state_source else "no state layer (no write path)"
+
+
+# -- the state layer (DESIGN.md section 9) ------------------------------------------------------
+def _data_loss_check(drill: DrillInputs, max_lost: int = 0) -> Reading:
+    tl = drill.timeline.copy()
+    loss = data_loss(tl, drill.fault)
+    counts = outcomes(tl)
+    limit = f"<= {max_lost} lost"
+    if loss.error is not None:
+        return Reading(figure=loss.shown(), limit=limit, passed=False,
+                       message=f"data loss not known: {loss.error}")
+    if loss.acked == 0:
+        return Reading(figure="0 acknowledged", limit=limit, passed=False,
+                       message=f"data loss: no write was acknowledged during the drill ({counts['refused']} refused, "
+                               f"{counts['indeterminate']} indeterminate): the write path never worked")
+    passed = len(loss.lost) <= max_lost and not loss.unread
+    return Reading(figure=loss.shown(), limit=limit, passed=passed, detail=loss.describe(),
+                   message=f"data loss: {loss.describe()}; at most {max_lost} may be lost "
+                           f"({drill.fault.kind} {drill.fault.region or ''})".replace(" )", ")"))
+
+
+def _needs_stated_replication(drill: DrillInputs) -> str | None:
+    if not drill.state_source:
+        return _needs_state(drill)
+    return None if drill.stated_replication is not None else "the federation states no replication mode"
+
+
+def _rpo_vs_prediction_check(drill: DrillInputs) -> Reading:
+    stated = drill.stated_replication
+    assert stated is not None  # needs() made it n/a otherwise
+    loss = data_loss(drill.timeline.copy(), drill.fault)
+    inside, why = rpo_vs_prediction(stated, loss, drill.slo.prediction_slack)
+    figure = loss.shown() if not loss.lost else f"{loss.shown()}, RPO {loss.rpo_s:.2f} s"
+    return Reading(figure=figure, limit=f"as stated: {stated.shown()}", passed=inside, detail=why,
+                   message=f"data loss against the stated replication: {loss.describe()}; {why}")
+
+
+def _needs_task_queue(drill: DrillInputs) -> str | None:
+    if not drill.state_source:
+        return _needs_state(drill)
+    return None if drill.task_queue else "no task queue"
+
+
+def _duplicates_check(drill: DrillInputs) -> Reading:
+    tl = drill.timeline.copy()
+    dup = duplicates(tl)
+    if dup.error is not None:
+        return Reading(figure=dup.shown(), limit="0 twice, 0 never", passed=False, message=f"duplicates: {dup.error}")
+    if dup.acked == 0:
+        counts = outcomes(tl, "task")
+        return Reading(figure="0 acknowledged", limit="0 twice, 0 never", passed=False,
+                       message=f"duplicates: no task was acknowledged during the drill ({counts['refused']} refused, "
+                               f"{counts['indeterminate']} indeterminate): the task queue never worked")
+    return Reading(figure=dup.shown(), limit="0 twice, 0 never", passed=not dup.twice and not dup.never,
+                   detail=dup.describe(), message=f"duplicates: {dup.describe()}")
+
+
+def _needs_own_reads(drill: DrillInputs) -> str | None:
+    if not drill.state_source:
+        return _needs_state(drill)
+    if not drill.reads_own_writes:
+        return "the state source cannot read one write back as its client would (ReadsOwnWrites)"
+    return None
+
+
+def _stale_reads_check(drill: DrillInputs, max_staleness: float = 0.0) -> Reading:
+    tl = drill.timeline.copy()
+    st = stale_reads(tl)
+    limit = "0 stale" if max_staleness <= 0 else f"none still stale {max_staleness:g} s after its ack"
+    if st.reads == 0:
+        counts = outcomes(tl)
+        why = (f"no acknowledged write was read back ({counts['ack']} acknowledged, {st.unanswered} reads not "
+               f"answered)")
+        return Reading(figure="0 reads", limit=limit, passed=False, message=f"stale reads: {why}")
+    if max_staleness <= 0:
+        passed = not st.stale
+    else:
+        passed = not st.never_seen and (st.longest_s is None or st.longest_s <= max_staleness)
+    figure = st.shown() + (f", {st.longest_s:.2f} s" if st.longest_s is not None else "")
+    return Reading(figure=figure, limit=limit, passed=passed, detail=st.describe(),
+                   message=f"stale reads: {st.describe()}")
+
+
+def _needs_epochs(drill: DrillInputs) -> str | None:
+    if not drill.state_source:
+        return _needs_state(drill)
+    if fencing(drill.timeline.copy(), drill.fault.t_fault) is None:
+        return "no acknowledgement named the primary's epoch (a quorum store has none to fence)"
+    return None
+
+
+def _fencing_check(drill: DrillInputs) -> Reading:
+    f = fencing(drill.timeline.copy(), drill.fault.t_fault)
+    assert f is not None  # needs() made it n/a otherwise
+    figure = f"{len(f.stale)} stale" + (f" (epochs {'/'.join(map(str, f.epochs))})" if len(f.epochs) > 1 else "")
+    return Reading(figure=figure, limit="0", passed=not f.stale, detail=f.describe(),
+                   message=f"fencing: split brain: {f.describe()}")
+
+
+def _write_recovery_check(drill: DrillInputs, limit: float | None = None) -> Reading:
+    lim = drill.slo.switchover_limit if limit is None else limit
+    rec = write_recovery(drill.timeline.copy(), drill.fault.t_fault)
+    if rec.value is None:
+        return Reading(figure="not reached", limit=f"{lim:g} s", passed=False,
+                       message=f"write recovery: {rec.describe()}")
+    return Reading(figure=f"{rec.value:.2f} s", resolution=f"± {rec.resolution:.2f} s", limit=f"{lim:g} s",
+                   passed=rec.value <= lim, detail=rec.describe(),
+                   message=f"write recovery {rec.value:.2f} s, limit {lim:g} s: {rec.describe()}")
+
+
+def _write_window(drill: DrillInputs) -> Window:
+    """The predicted write-recovery window of *drill* (unknown, with the reason, where it cannot be)."""
+    client = drill.prediction.window("client_recovery") if drill.prediction is not None else None
+    if drill.lost and (client is None or not client.known):
+        why = client.unknown if client is not None else "no prediction for this drill"
+        return Window(figure="write_recovery", unknown=f"the fault takes region {', '.join(drill.lost)} out and its "
+                      f"clients' move is not predicted ({why})")
+    if drill.write_timeout is None:
+        return Window(figure="write_recovery", unknown="the state source states no write timeout (its timeout)")
+    return write_recovery_window(drill.stated_replication, effect=drill.store_effect, region=drill.fault.region,
+                                 primary=drill.state_primary,
+                                 region_out_latest=client.latest if drill.lost and client is not None else None,
+                                 write_timeout=drill.write_timeout)
+
+
+def _needs_write_prediction(drill: DrillInputs) -> str | None:
+    if not drill.state_source:
+        return _needs_state(drill)
+    w = _write_window(drill)
+    return None if w.known else w.unknown
+
+
+def _write_recovery_vs_prediction_check(drill: DrillInputs) -> Reading:
+    w = _write_window(drill)
+    rec = write_recovery(drill.timeline.copy(), drill.fault.t_fault)
+    slack = drill.slo.prediction_slack
+    j = judge(w, rec.value, rec.resolution, slack=slack, injection_uncertainty=drill.fault.injection_uncertainty)
+    limit = f"predicted {w.shown()} (+ resolution + {slack:g} s slack)"
+    if rec.value is None:
+        return Reading(figure="not reached", limit=limit, passed=False,
+                       message=f"write recovery vs prediction: {rec.describe()}; predicted {w.shown()}: {w.derivation}")
+    figure, res = f"{rec.value:.2f} s", f"± {rec.resolution:.2f} s"
+    if j.passed:
+        return Reading(figure=figure, resolution=res, limit=limit, passed=True, detail=w.derivation)
+    how = (f"{j.by:.2f} s later than predicted {w.shown()} (+ {j.tolerance_late:.2f} s resolution and slack)"
+           if j.outcome == "late" else
+           f"{j.by:.2f} s earlier than the stated configuration allows (earliest {w.earliest:.2f} s): the fault did "
+           "not take effect as declared, or the stated failover is wrong")
+    return Reading(figure=figure, resolution=res, limit=limit, passed=False, detail=w.derivation,
+                   message=f"write recovery vs prediction: {rec.value:.2f} s ± {rec.resolution:.2f} s is {how}: "
+                           f"{rec.describe()}; predicted from {w.derivation}")
+
+
+def _state_cell(key: str, shown: Callable[[Mapping[str, Any]], str]) -> Callable[[Summary], str]:
+    def cell(d: Summary) -> str:
+        na = na_cell(d, key)
+        if na:
+            return na
+        st = d.get("state")
+        fig = shown(st) if isinstance(st, dict) else ""
+        verdict = asserted(d, key)
+        return " ".join(p for p in (fig, verdict) if p) or "-"
+    return cell
+
+
+def _data_loss_shown(st: Mapping[str, Any]) -> str:
+    loss = st.get("data_loss") or {}
+    if loss.get("error"):
+        return "not read back"
+    return f"{loss.get('lost', 0)}/{loss.get('acked_read_back', 0)}"
+
+
+def _write_recovery_shown(st: Mapping[str, Any]) -> str:
+    rec = st.get("write_recovery") or {}
+    lat = st.get("write_latency") or {}
+    if rec.get("value_s") is None:
+        return "not reached"
+    p99 = f" p99 {lat['p99_s'] * 1000:.0f}ms" if lat.get("p99_s") is not None else ""
+    return f"{rec['value_s']:.2f}s{p99}"
 
 
 VERDICTS = VerdictTable((
@@ -357,6 +582,66 @@ VERDICTS = VerdictTable((
                  "stated timing predicts",
         judged="inside the window plus resolution and slack; n/a per figure whose input is unknown"),
     VerdictKind(
+        name="data_loss", title="acknowledged writes lost (RPO, DESIGN.md §9)", unit="writes", column="data lost",
+        cell=_state_cell("data_loss", _data_loss_shown), in_line=True, needs=_needs_state, exact=True,
+        input="a state layer's write path (state: in the topology)", check=_data_loss_check,
+        measures="the acknowledged writes the store no longer holds once steady after the restore; RPO = t_fault "
+                 "minus the earliest acknowledgement among them; indeterminate writes apart",
+        judged="at most max_lost (default 0) lost, and every acknowledged write read back"),
+    VerdictKind(
+        name="data_loss_vs_prediction", title="data loss against the stated replication (DESIGN.md §9)",
+        unit="writes", needs=_needs_stated_replication, exact=True, check=_rpo_vs_prediction_check,
+        input="a state layer whose replication is stated (topology state.replication, a profile's state)",
+        measures="the data_loss figures (lost count, RPO) against what the stated replication allows",
+        judged="sync: 0 lost; async with max lag L: RPO <= L (+ slack); none: nothing acknowledged after the fault"),
+    VerdictKind(
+        name="fencing", title="no writes taken at an old epoch after a promotion (split brain, DESIGN.md §9)",
+        unit="writes", needs=_needs_epochs, exact=True, check=_fencing_check,
+        input="acknowledgements that name the primary's epoch (the reference app's async store)",
+        measures="writes acknowledged at an older epoch after the first acknowledgement at the newest one, and "
+                 "how many of them the promoted primary does not hold",
+        judged="none (budget 0)"),
+    VerdictKind(
+        name="duplicates", title="tasks processed exactly once (DESIGN.md §9)", unit="tasks", column="tasks twice",
+        cell=_state_cell("duplicates", lambda st: (
+            f"{(st.get('tasks') or {}).get('processed_twice', 0)}/{(st.get('tasks') or {}).get('acked', 0)}"
+            if st.get("tasks") else "")),
+        needs=_needs_task_queue, exact=True, check=_duplicates_check,
+        input="a state layer with a task queue (the reference app's background workers; a profile's queue)",
+        measures="the tasks added during the drill processed more than once, and those acknowledged and never "
+                 "processed, read once the queue drained after the restore",
+        judged="none twice, none never"),
+    VerdictKind(
+        name="stale_reads", title="read-your-writes through the global entry (stale reads, DESIGN.md §9)",
+        unit="reads", column="stale reads",
+        cell=_state_cell("stale_reads", lambda st: (
+            f"{(st.get('stale_reads') or {}).get('stale', 0)}/{(st.get('stale_reads') or {}).get('reads', 0)}"
+            if st.get("stale_reads") else "")),
+        needs=_needs_own_reads, exact=True, check=_stale_reads_check,
+        input="a state source that reads one write back as its client (the reference app's GET /data/<id>; a "
+              "profile's read_back get)",
+        measures="each acknowledged write read back at once by the client that wrote it, through the global "
+                 "entry, and every 0.25 s while not found (for up to 5 s): reads answered 'not found', the writes "
+                 "they hit, and the longest time a write was still missing after its acknowledgement",
+        judged="none stale (max_staleness=S: none still missing S s after its acknowledgement, every one seen)"),
+    VerdictKind(
+        name="write_recovery", title="write recovery (write RTO, DESIGN.md §9)", unit="s", column="write recovery",
+        cell=_state_cell("write_recovery", _write_recovery_shown), needs=_needs_state,
+        input="a state layer's write path (state: in the topology)", check=_write_recovery_check,
+        measures="first acknowledgement of a write sent at or after t_fault, minus t_fault (p99 write latency "
+                 "during the fault beside it)",
+        judged="at most the limit (the SLO, 180 s)"),
+    VerdictKind(
+        name="write_recovery_vs_prediction", title="write recovery against the stated failover (DESIGN.md §9)",
+        unit="s", needs=_needs_write_prediction, check=_write_recovery_vs_prediction_check,
+        input="a stated replication, the fault's effect on the store and where the data was led (async: the "
+              "store's stated failover timing)",
+        measures="the write_recovery figure against the window the stated configuration predicts: the primary "
+                 "lost (async), detection + the lease + a promotion check + the announcement + one write; any "
+                 "other fault, one write, or the clients' move where it takes a region's entry out",
+        judged="inside the window plus resolution and slack (n/a where the store's failover is not stated: a "
+               "sync leader election, a single copy)"),
+    VerdictKind(
         name="error_ratio", title="client error ratio during the fault", unit="%",
         asserts=("assert_error_ratio_under",),
         measures="failed client requests over all between the fault and its revert",
@@ -375,7 +660,7 @@ VERDICTS = VerdictTable((
 
 
 def markdown_table(kinds: Mapping[str, VerdictKind] | None = None) -> str:
-    """The verdicts as README's table (name, what, unit, table column, asserted by)."""
+    """The verdicts as the reference's table (name, what, unit, table column, asserted by)."""
     rows = ["| verdict | unit | measured | judged | n/a without | table column | asserted by |",
             "|---|---|---|---|---|---|---|"]
     for k in (VERDICTS if kinds is None else kinds).values():

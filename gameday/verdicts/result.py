@@ -37,6 +37,7 @@ from gameday.verdicts.measure import (
 )
 from gameday.verdicts.predict import FIGURES
 from gameday.verdicts.registry import NA, VERDICTS
+from gameday.verdicts.state import state_summary
 from gameday.verdicts.stats import FALSE_FAILURE
 from gameday.verdicts.vs_prediction import PredictionVerdicts
 
@@ -96,6 +97,7 @@ class DrillResult(PredictionVerdicts):
             c = self.versions()
             m.figure, m.limit = c.detail[:120], "increments for the fault and the restore, never back"
             if not c.passed:
+                m.exact = "went back" in c.detail  # seen lower after higher: no poll rate explains it
                 raise AssertionError(f"version check failed: {c.detail}")
         return c
 
@@ -109,6 +111,7 @@ class DrillResult(PredictionVerdicts):
             c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False)
             m.figure, m.limit = c.detail[:120], "never back"
             if not c.passed:
+                m.exact = True  # a version seen lower after higher: no poll rate explains it
                 raise AssertionError(f"version check failed: {c.detail}")
         return c
 
@@ -194,6 +197,7 @@ class DrillResult(PredictionVerdicts):
                                    steady_from=None if recovered is None else self.fault.t_fault + recovered)
             failed = [c for c in (static, dyn) if not c.passed]
             if failed:
+                m.exact = failed == [static]  # N-1 arithmetic over declared capacities: nothing sampled
                 raise AssertionError("headroom: " + "; ".join(f"{c.name}: {c.detail}" for c in failed))
             if unobservable:  # a pass on less than it could have been: say on what
                 m.detail = f"dynamic_headroom: {dyn.detail}"
@@ -248,7 +252,7 @@ class DrillResult(PredictionVerdicts):
             raise TypeError(f"verdict {name!r} is asserted by {', '.join(kind.asserts)}, not assert_verdict")
         if self._na(name) is not None:
             return self.verdicts[-1]
-        with self._verdict(name) as m:
+        with self._verdict(name, exact=kind.exact) as m:
             r = kind.check(self, **limits)
             m.figure, m.resolution, m.limit, m.detail = r.figure, r.resolution, r.limit, r.detail
             if not r.passed:
@@ -289,6 +293,10 @@ class DrillResult(PredictionVerdicts):
             out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = [] if "stale_alarms" in na else self.stale_alarm_events()
         out["not_applicable"] = na
+        # A nested fault's block ends before the outermost's read-back: its state figures are
+        # the outermost drill's (its verdicts, asserted after the outermost block, judge them).
+        if self.state_source and not (self.nested and self.timeline.data_check is None):
+            out["state"] = state_summary(self.timeline.copy(), self.fault)
         peak = self.peak_utilisation() if "headroom" not in na else None
         out["peak_utilisation"] = (None if peak is None else
                                    {"region": peak[0], "utilisation": round(peak[1], 4),

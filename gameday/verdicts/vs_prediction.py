@@ -55,7 +55,8 @@ class PredictionVerdicts(Judged):
         if name == "dns_convergence":
             return (f"DNS kept answering region {self.fault.region} {f.value - took:.2f} s after the federation's "
                     f"health state changed (control-plane v{changed[1]} at t+{took:.2f} s; stated GSLB propagation "
-                    f"<= {timing.gslb_propagation:g} s)")
+                    f"<= {timing.gslb_propagation:g} s: {timing.gslb_propagation_from}; a DNS server that applies "
+                    "its health decisions later states so in timing.gslb_delay)")
         return (f"the entry nodes excluded region {self.fault.region} {f.value - took:.2f} s after the control plane's "
                 f"v{changed[1]} (t+{took:.2f} s; stated propagation <= {timing.entry_propagation:g} s: "
                 f"{timing.entry_propagation_from})")

@@ -12,9 +12,25 @@ import time
 
 import pytest
 
+RULE_FALL = 3
+"""R2's own threshold: a region is removed after 3 consecutive failed probes, not fewer. The
+removal is judged against it, not against the federation's stated ``fall``: a federation
+configured to remove a region on 1 failed probe breaks R2 however honestly it says so."""
+
+RULE_RISE = 2
+"""R2's re-admission: "consecutive successes", plural: at least 2."""
+
 ATTEMPTS = 4
 """Blips tried until one meets exactly the intended number of probes (a shorter blip can
 fall between two probes; it still must move nothing)."""
+
+
+def _gateway_change(view, region):
+    """(healthy, consecutive results that made the agent's last change) of region's gateway."""
+    target = (view.get_json(view.agent_url(region)).get("targets") or {}).get("gateway") or {}
+    assert "changed_after" in target, (f"agent of region {region} reports no targets.gateway.changed_after in "
+                                       "/status; R2 cannot tell how many probes made a change without it")
+    return target.get("healthy"), target["changed_after"]
 
 
 def _gateway_probe_failures(view, region):
@@ -80,6 +96,9 @@ def test_r2_consecutive_failures_remove_the_region(drill, view, timing, settled)
     with drill.fault("gateway_unready", region) as fault:
         result = drill.observe_switchover(fault)
         met = _gateway_probe_failures(view, region) - failures_before
+        removed = _gateway_change(view, region)
+    # the block has reverted the fault and waited for the steady state: the region is back
+    readmitted = _gateway_change(view, region)
     result.assert_switchover_under()
     result.assert_dns_converged()
     result.assert_versions_incremented()
@@ -90,10 +109,20 @@ def test_r2_consecutive_failures_remove_the_region(drill, view, timing, settled)
     bump = next((c for c in sorted(tl.cp, key=lambda c: c.t)
                  if c.version is not None and c.t > w.t_call and c.version > v_before), None)
     assert bump is not None, f"the control plane published no version after {w.kind} {region}"
-    # The fall-th failed probe is handled at least (fall - 1) intervals after the first.
-    earliest = (timing.fall - 1) * timing.probe_interval
+    # The 3rd failed probe comes at least 2 intervals after the first (probes at a fixed delay).
+    earliest = (RULE_FALL - 1) * timing.probe_interval
     assert bump.t - w.t_call >= earliest, (
-        f"expected the region to be removed no sooner than {timing.fall} consecutive failed probes allow "
-        f"({earliest:.2f} s after the fault); v{bump.version} was seen {bump.t - w.t_call:.2f} s after it")
-    assert met >= timing.fall, (f"expected the agent of {region} to have met at least fall = {timing.fall} "
-                                f"failed gateway probes by the removal; it counted {met}")
+        f"expected the region to be removed no sooner than R2's {RULE_FALL} consecutive failed probes allow "
+        f"({earliest:.2f} s after the fault; the federation states fall = {timing.fall}); v{bump.version} was "
+        f"seen {bump.t - w.t_call:.2f} s after it")
+    assert met >= RULE_FALL, (f"expected the agent of {region} to have met at least R2's {RULE_FALL} failed "
+                              f"gateway probes by the removal (the federation states fall = {timing.fall}); it "
+                              f"counted {met}")
+    assert removed[0] is False and removed[1] >= RULE_FALL, (
+        f"expected the agent of {region} to remove its gateway after at least R2's {RULE_FALL} consecutive failed "
+        f"probes (the federation states fall = {timing.fall}); its /status says healthy={removed[0]} after "
+        f"{removed[1]} consecutive failure(s)")
+    assert readmitted[0] is True and readmitted[1] >= RULE_RISE, (
+        f"expected the agent of {region} to re-admit its gateway after at least {RULE_RISE} consecutive successful "
+        f"probes (R2: consecutive successes; the federation states rise = {timing.rise}); its /status says "
+        f"healthy={readmitted[0]} after {readmitted[1]} consecutive success(es)")

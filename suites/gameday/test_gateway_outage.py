@@ -19,3 +19,10 @@ def test_random_gateway_outage(drill, load):
     # As fast as the federation is configured to fail over, no faster: the windows its own
     # timing predicts (the prediction is printed in the header and the dry run).
     result.assert_as_predicted()
+    # The fourth layer (DESIGN.md §9): the writes made during the drill, read back after it.
+    result.assert_verdict("data_loss")  # no acknowledged write lost
+    result.assert_verdict("data_loss_vs_prediction")  # what the stated replication allows (sync: 0)
+    result.assert_verdict("write_recovery")  # writes accepted again, through the surviving regions
+    result.assert_verdict("write_recovery_vs_prediction")  # by the time the clients are predicted to have moved
+    result.assert_verdict("stale_reads")  # every client reads back what it was told is stored
+    result.assert_verdict("duplicates")  # every background task processed exactly once

@@ -16,3 +16,12 @@ def test_region_blackhole(drill, load):
     result.assert_versions_incremented()
     result.assert_headroom()
     result.assert_no_stale_snapshot_alarms()  # the cut-off region's own proxy is stale for real; not counted
+    # Its store node is frozen with it: a quorum of the others keeps every acknowledged write.
+    result.assert_verdict("data_loss")
+    result.assert_verdict("write_recovery")
+    # n/a where the frozen region's store node led the data (a sync leader election is not stated)
+    result.assert_verdict("write_recovery_vs_prediction")
+    result.assert_verdict("stale_reads")  # a client moved to another region still finds its own writes
+    # Its workers froze holding tasks: the queue gives them to another region after the ack wait,
+    # and the frozen workers' late records on resuming are claims already made (idempotent).
+    result.assert_verdict("duplicates")

@@ -16,7 +16,8 @@ from gameday.observers.sources import HttpJsonUtilisation
 from gameday.targets.external import ExternalTarget
 from gameday.targets.profile import load_profile, parse_profile
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "profiles" / "team-federation.yaml"
 
 GOOD: dict[str, Any] = {
     "name": "team",
@@ -104,8 +105,8 @@ CASES = [
     (_with("timing", {"dns_ttl": 600}), "timing.dns_ttl: got 600, expected an integer >= 0 and <= 60"),
     (_with("regions.0.faults.gateway_down.takes_region_out", False),
      "regions[0].faults.gateway_down.takes_region_out: gateway_down is a fault gameday knows; its meaning is fixed*"),
-    (_with("regions.0.wieght", 5), "regions.0.wieght: unknown field (check the spelling; see README.md, section "
-     "'Drill your own federation')"),
+    (_with("regions.0.wieght", 5), "regions.0.wieght: unknown field (check the spelling; see "
+     "docs/reference/profile.md and examples/profiles/)"),
     (_with("regions.0.utilisation", ["127.0.1.1:9100/load"]),
      "regions.0.utilisation.0.url: got '127.0.1.1:9100/load', expected an http:// or https:// URL*"),
     (_with("regions.0.utilisation", [{"url": "http://127.0.1.1:9100/load", "capacity": ""}]),
@@ -139,18 +140,11 @@ def test_yaml_problems_name_the_file_and_line(tmp_path: Path) -> None:
         parse_profile(["a"], "list.yaml")
 
 
-def _readme_profile() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Drill your own federation", 1)[1]
-    m = re.search(r"```yaml\n(.*?)```", section, re.S)
-    assert m, "the README section 'Drill your own federation' has no ```yaml block"
-    return m.group(1)
-
-
-def test_the_readme_profile_is_valid_as_written(tmp_path: Path) -> None:
-    f = tmp_path / "team-federation.yaml"
-    f.write_text(_readme_profile())
-    p = load_profile(f).profile
+def test_the_documented_profile_is_valid_as_written() -> None:
+    """The complete example the how-to shows (it includes the shipped file) loads as written."""
+    page = (REPO / "docs" / "howto" / "own-federation.md").read_text(encoding="utf-8")
+    assert '--8<-- "examples/profiles/team-federation.yaml"' in page
+    p = load_profile(EXAMPLE).profile
     assert len(p.regions) >= 2
     assert all("gateway_down" in r.faults for r in p.regions)
     assert p.control_plane is not None and p.alarms

@@ -100,6 +100,31 @@ def test_a_stated_ttl_the_dns_server_contradicts_is_refused_before_anything_is_i
     assert not list(tmp_path.glob("*.injected")), "nothing was run"
 
 
+def test_a_stated_gslb_delay_is_in_the_dns_prediction_the_run_prints(
+        pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
+    """A DNS server that applies its health decisions up to 1 s late says so in ``timing.gslb_delay``:
+    the DNS convergence and client recovery windows it is judged against grow by that, and say why."""
+    data = reference_profile(reference_federation)
+    for r in data["regions"]:
+        r["faults"]["gateway_down"] = _marker_fault(tmp_path, f"gw-{r['name']}")
+    data["timing"]["gslb_delay"] = 1.0
+    profile = write_profile(tmp_path / "profile.yaml", data)
+    pytester_ini.makepyfile(test_dry="""
+        def test_outage(drill):
+            with drill.fault("gateway_down", drill.pick_region()):
+                raise AssertionError("never inside the block")
+    """)
+    result = pytester_ini.runpytest_subprocess("--gameday-target=external", f"--gameday-profile={profile}",
+                                               "--gameday-dry-run", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines([
+        "*  dns convergence: 0.40-1.60 s: detection 0.40-0.60 s + GSLB propagation <= 1 s (timing.gslb_delay: "
+        "the DNS server answers up to 1 s after deciding)",
+        "*  client recovery: 0.00-7.60 s: <= DNS convergence 1.60 s + TTL 5 s *",
+    ])
+    assert not list(tmp_path.glob("*.injected")), "nothing was run"
+
+
 def test_kill_9_mid_fault_then_gameday_restore_runs_the_recorded_revert(
         pytester_ini: pytest.Pytester, reference_federation: LocalFederation, tmp_path: Path) -> None:
     cut = {"b": {"proxy_cut_off": _marker_fault(tmp_path, "cut")}}

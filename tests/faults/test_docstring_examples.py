@@ -1,4 +1,4 @@
-"""The fault-adding examples users copy (the faults model's docstring, the README) run as written."""
+"""The fault-adding examples users copy (the faults model's docstring, the how-to page) run as written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import gameday.faults.model
 from gameday.faults import FAULTS
 from gameday.targets.local.faults import LOCAL_ACTIONS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+HOWTO = Path(__file__).resolve().parents[2] / "docs" / "howto" / "write-a-fault.md"
 
 
 def _docstring_example() -> str:
@@ -21,15 +21,15 @@ def _docstring_example() -> str:
     return textwrap.dedent(block)
 
 
-def _readme_example() -> str:
-    text = README.read_text()
+def _howto_example() -> str:
+    text = HOWTO.read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     return next(b for b in blocks if "FAULTS.add(" in b and "LOCAL_ACTIONS.register" in b)
 
 
-@pytest.mark.parametrize("where", ["docstring", "readme"])
+@pytest.mark.parametrize("where", ["docstring", "howto"])
 def test_the_example_registers_its_fault_and_local_action(where: str) -> None:
-    code = _docstring_example() if where == "docstring" else _readme_example()
+    code = _docstring_example() if where == "docstring" else _howto_example()
     assert "agent_unready" in code
     try:
         exec(compile(code, f"<{where} example>", "exec"), {})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import socket
 import struct
 import subprocess
@@ -726,3 +727,29 @@ def test_control_plane_view_is_combined_with_probes_and_kept_when_cp_is_gone(
     assert st_["version"] == 7
     assert st_["regions"]["c"]["healthy"] is False
     assert g.sample(100)["c"] == 0
+
+
+def test_stated_batches_apply_each_health_decision_at_the_next_batch(spec: FederationSpec) -> None:
+    """``timing.gslb_delay``: the answers follow the health state as the latest batch saw it, so a
+    decision reaches them 0 to gslb_delay s later; 0 is at once. In-process, on a fixed clock."""
+    timing = spec.topology.timing.model_copy(update={"gslb_delay": 1.0})
+    batched = spec.model_copy(update={"topology": spec.topology.model_copy(update={"timing": timing})})
+    g = Gslb(batched, JsonLog("gslb", stream=open(os.devnull, "w")))  # noqa: SIM115
+    g.batch_epoch = 100.0
+    a = g.regions["a"]
+    a.healthy, a.changes = True, [(100.2, True)]  # admitted just after the batch of t=100
+    assert not g.answered(a, 100.9)
+    assert g.answered(a, 101.0)  # the next batch applies it
+    a.healthy, a.changes = False, [*a.changes, (101.3, False)]  # taken out
+    assert g.answered(a, 101.99)
+    assert not g.answered(a, 102.0)
+    others = [r for r in g.regions.values() if r is not a]
+    for r in others:
+        r.healthy, r.changes = True, [(99.0, True)]
+    assert {g.pick(102.5).name for _ in range(200)} == {r.name for r in others}  # a is out of the answers
+    assert "a" in {g.pick(101.5).name for _ in range(400)}  # still answered until the batch
+    at_once = Gslb(spec, JsonLog("gslb", stream=open(os.devnull, "w")))  # noqa: SIM115
+    b = at_once.regions["a"]
+    b.healthy, b.changes = False, [(100.0, True), (101.3, False)]
+    assert not at_once.answered(b, 101.31)
+    assert at_once.status()["regions"]["a"]["answered"] is False

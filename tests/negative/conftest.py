@@ -35,17 +35,17 @@ def broken_run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
             dst = pytester.path / Path(rel).name
             shutil.copy(SUITES / rel, dst)
         topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
-        _merge(topo, changes)
+        merge_changes(topo, changes)
         (pytester.path / "broken.yaml").write_text(yaml.safe_dump(topo))
         return pytester.runpytest_subprocess("--gameday-topology=broken.yaml", *args, timeout=timeout)
 
     return run
 
 
-def _merge(base: dict[str, Any], changes: dict[str, Any]) -> None:
+def merge_changes(base: dict[str, Any], changes: dict[str, Any]) -> None:
     for k, v in changes.items():
         if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _merge(base[k], v)
+            merge_changes(base[k], v)
         else:
             base[k] = v
 

@@ -28,6 +28,27 @@ def test_hair_trigger_threshold_fails_r2_blips(broken_run):
     assert len(r2) == 2 and all(any(s in line for s in said) and "-probe blip" in line for line in r2), out
 
 
+def test_removal_after_one_failed_probe_fails_r2_against_the_rules_three(broken_run):
+    # The federation states fall = 1 and removes the region on its first failed probe, as it
+    # says: R2 asks for 3, so the removal check fails (judged against its own fall, it passed).
+    result = broken_run(["conformance/test_r02_health_thresholds.py"], {"timing": {"fall": 1}},
+                        "-k", "consecutive")
+    result.assert_outcomes(failed=1, deselected=2)
+    # Either check may come first: the removal's timing (0.4 s at the earliest), or what the
+    # agent's /status says made it (1 consecutive failure).
+    result.stdout.fnmatch_lines(["*the federation states fall = 1*"])
+    assert "after 1 consecutive failure(s)" in result.stdout.str() or "no sooner than R2's 3" in result.stdout.str()
+
+
+def test_readmission_after_one_success_fails_r2(broken_run):
+    result = broken_run(["conformance/test_r02_health_thresholds.py"], {"timing": {"rise": 1}},
+                        "-k", "consecutive")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*expected the agent of ? to re-admit its gateway after at least 2 consecutive "
+                                 "successful probes (R2: consecutive successes; the federation states rise = 1); "
+                                 "its /status says healthy=True after 1 consecutive success(es)*"])
+
+
 def test_gslb_ignoring_weights_fails_r8(broken_run):
     result = broken_run(["conformance/test_r08_dns_weights.py"], {"defects": {"gslb_ignore_weights": True}})
     result.assert_outcomes(failed=2)
@@ -47,3 +68,51 @@ def test_under_provisioned_regions_fail_r9_static_capacity(broken_run):
     result = broken_run(["conformance/test_r09_capacity.py"], {"regions": regions}, "-k", "static")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*without a the others have 60 req/s for 60 req/s x (1 + 0.2) = 72 req/s*"])
+
+
+ALL = ["a", "b", "c"]
+
+
+def test_proxies_that_need_the_sync_chain_fail_r1(broken_run):
+    # Proxies refusing to route once no broadcast came for two heartbeats: traffic coupled to the
+    # control plane (and the bus), both of R1's cases fail on the proxies' 503s.
+    result = broken_run(["conformance/test_r01_decoupling.py"], {"defects": {"proxy_needs_sync": ALL}})
+    result.assert_outcomes(failed=2)
+    for kind in ("control_plane_down", "bus_down"):
+        result.stdout.fnmatch_lines([f"*expected every request through proxy-? to be served with {kind} in effect; "
+                                     "* failed, first: *HTTP 503*"])
+
+
+def test_proxies_pulling_the_full_snapshot_fail_r4(broken_run):
+    result = broken_run(["conformance/test_r04_incremental.py"], {"defects": {"proxy_full_pulls": ALL}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected proxy-? to follow v* -> v* with diffs only; it pulled the full snapshot "
+                                 "* time(s)*"])
+
+
+def test_a_proxy_that_never_alarms_fails_r6(broken_run):
+    result = broken_run(["conformance/test_r06_stale_alarm.py"], {"defects": {"proxy_no_stale_alarm": ALL}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*proxy-? to report stale after being cut off for stale_after = * s*"])
+
+
+def test_a_gslb_readmitting_at_full_weight_fails_r10(broken_run):
+    result = broken_run(["conformance/test_r10_ramp.py"], {"defects": {"gslb_no_ramp": True}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected ? to return well below its full share (not at once)*"])
+
+
+def test_a_control_plane_consumer_falling_behind_fails_r13(broken_run):
+    result = broken_run(["conformance/test_r13_sync_metrics.py"], {"defects": {"cp_event_delay": 1.5}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected P99 event processing latency <= 1 s for the * events of ?'s change; "
+                                 "the histogram puts it at <= * s*"])
+
+
+def test_a_release_controller_updating_every_region_at_once_fails_r12(broken_run):
+    # R12 judges the federation's own release from the instances' reads: every region began
+    # updating in the same round of reads, so the second began before the first was done.
+    result = broken_run(["conformance/test_r12_release.py"], {"defects": {"release_all_at_once": True}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected the release of r12-* to go region by region*began updating before * "
+                                 "served the new version ready (two regions mid-update at once)*"])

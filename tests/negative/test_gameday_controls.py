@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tests.negative.conftest import seed_picking
@@ -76,6 +79,41 @@ def test_ephemeral_control_plane_state_fails_the_version_check(broken_run):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: version check failed: control-plane version (*) went back "
                                  "from v* to v*"])
+
+
+CP_DOWN = "gameday/test_control_plane_down.py"
+
+
+def _verdicts(root: Path) -> dict[str, str]:
+    (path,) = sorted(root.glob("reports/runs/*/drills/*/figures-*.json"))
+    return {v["name"]: v["outcome"] for v in json.loads(path.read_text())["verdicts"]}
+
+
+def test_gateways_that_need_the_sync_chain_fail_the_error_ratio(broken_run, pytester):
+    # The control plane goes down; gateways that refuse to route once they heard no broadcast for
+    # four heartbeats (2 s) answer 503 to every client request from then on: far above the 1 %
+    # allowed. It cannot pass by luck: about 3 s x 60 req/s of the 5 s window fail. The same drill
+    # passes on the default topology (the suites run it), and the error ratio is its first verdict.
+    # (proxy_needs_sync, R1's own control, leaves the clients alone: they enter by the gateways.)
+    # stale_after 2 s: the drill observes 5 s, so the errors last < 5 s, the stop condition's
+    # (more than half failing for 5 s aborts the drill, before any verdict: the default 13 s did).
+    result = broken_run([CP_DOWN], {"defects": {"gateway_needs_sync": ["a", "b", "c"]},
+                                    "timing": {"stale_after": 2}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: client error ratio *% of * requests during control_plane_down "
+                                 "(*s), limit 1.00%*"])
+    assert _verdicts(pytester.path) == {"error_ratio": "fail"}
+
+
+def test_proxies_that_never_alarm_fail_the_alarm_that_must_fire(broken_run, pytester):
+    # The control plane is down for stale_after (3 s) + 3 s: every proxy is stale for real, and
+    # none raises its alarm. Traffic still flows (the error ratio passes): only the alarm fails.
+    result = broken_run([CP_DOWN], {"defects": {"proxy_no_stale_alarm": ["a", "b", "c"]},
+                                    "timing": {"stale_after": 3}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*AssertionError: expected a stale-snapshot alarm during control_plane_down "
+                                 "(*s), none was raised*"])
+    assert _verdicts(pytester.path) == {"error_ratio": "pass", "stale_alarms": "fail"}
 
 
 def test_hair_trigger_health_threshold_fails_flapping(broken_run):

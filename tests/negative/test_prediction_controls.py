@@ -49,10 +49,15 @@ def _only_failed(pytester: pytest.Pytester, *names: str, may: tuple[str, ...] = 
 
 
 def test_a_federation_probing_three_times_slower_than_stated_fails_its_prediction(broken_run, pytester):
-    # The GSLB and the agents probe every 0.6 s while the topology states 0.2 s: detection takes
-    # 1.2-1.8 s against the predicted 0.4-0.6 s (DNS convergence, tolerance 0.6 + ~0.1 + 0.3 s).
-    result = broken_run([HEADLINE], {**TTL_1, "defects": {"probe_interval_factor": 3.0}},
-                        *OPTS)
+    # The GSLB and the agents probe every 1 s while the topology states 0.2 s: detection takes
+    # 2-3 s from the first refused probe against the predicted 0.4-0.6 s (DNS convergence,
+    # tolerated up to 0.6 + ~0.1 + 0.3 s). Three times slower (1.2-1.8 s) was not enough: on a
+    # loaded CI machine stopping the gateway took long enough that its first refused probe came
+    # ~0.4 s before the injection call returned (t_fault), DNS "converged" at t+0.80 s and the
+    # control passed. Region c (the smallest): its clients' errors stay under the stop condition.
+    seed = seed_picking("c", HEADLINE_ID)
+    result = broken_run([HEADLINE], {**TTL_1, "defects": {"probe_interval_factor": 5.0}},
+                        f"--gameday-seed={seed}", *OPTS)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: not as predicted:*dns_convergence vs prediction: dns "
                                  "convergence * later than predicted 0.40-0.60 s*detection took *probe rounds of "
@@ -74,45 +79,56 @@ def test_a_gslb_answering_a_failed_region_for_5_s_fails_dns_convergence_vs_predi
     assert _verdicts(pytester.path)["switchover_vs_prediction"] == "pass"
 
 
+def test_a_gslb_applying_its_health_decisions_in_stated_2_s_batches_passes_its_prediction(broken_run, pytester):
+    """The control's other side: the reference GSLB applying every health decision at its next 2 s
+    batch (``timing.gslb_delay: 2``, stated) is a healthy federation, judged against a DNS window
+    2 s wider; it passes every verdict, and its DNS convergence lies inside detection + 2 s."""
+    seed = seed_picking("c", HEADLINE_ID)
+    result = broken_run([HEADLINE], {"timing": {**TTL_1["timing"], "gslb_delay": 2.0}}, f"--gameday-seed={seed}",
+                        *OPTS)
+    result.assert_outcomes(passed=1)
+    verdicts = _verdicts(pytester.path)
+    assert set(verdicts.values()) <= {"pass", "n/a"}, verdicts
+    assert verdicts["dns_convergence_vs_prediction"] == "pass"
+    figures = json.loads(next(pytester.path.glob("reports/runs/*/drills/*/figures-*.json")).read_text())
+    window = figures["prediction"]["windows"]["dns_convergence"]
+    assert (window["earliest_s"], window["latest_s"]) == (0.4, 2.6), window
+    assert "timing.gslb_delay: the reference GSLB applies its health decisions every 2 s" in window["derivation"]
+    assert 0.4 - 0.2 <= figures["dns_convergence"]["value_s"] <= 2.6 + 0.5, figures["dns_convergence"]
+
+
 CACHING_LOCUSTFILE = '''
-"""gameday's user, but caching every answer for 10 x its TTL (a resolver that ignores TTLs)."""
-import itertools
+"""gameday's clients, but each caching every answer for 10 x its TTL (a resolver that ignores TTLs)."""
+import random
 import time
 
 from gameday.load import locustfile as base
 
-USERS = 20  # clusters/local.yaml load.users
-_ORDER = itertools.count()
-
 
 class CachingUser(base.GamedayUser):
-    def resolve(self) -> str:
+    def resolve(self, client: base.Client) -> str:
         now = time.monotonic()
-        if self.addr is not None and now < self.expires:
-            return self.addr
-        first = self.addr is None
-        addr = base.GamedayUser.resolve(self)
-        hold = 10 * (self.expires - now)
-        if first:
-            # Locust starts every user at once, so their caches would all expire together, at
-            # one moment that falls anywhere in the 10 s after the fault. Spread them: the n-th
-            # user holds its first answer n/20 of the time, and every answer after that in full.
-            hold *= (next(_ORDER) % USERS + 1) / USERS
-        self.expires = now + hold
+        if client.addr is not None and now < client.expires:
+            return client.addr
+        first = client.addr is None
+        addr = base.GamedayUser.resolve(self, client)
+        hold = 10 * client.ttl
+        # a cache's phase is uniform over what it holds: the first answer is U x hold old
+        age = random.random() * hold if first else 0.0
+        client.resolved_at, client.expires = now - age, now - age + hold
         return addr
 '''
 
 
 def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_vs_prediction(broken_run, pytester):
-    # Each of the 20 users (3 requests/s) holds an answer for 10 s, their caches expiring 0.5 s
-    # apart, so about 14 of them hold their answer past the predicted 2.6 s after the fault. One
-    # of those holding the failed region is 9 errors of a 3 s window's ~180 requests, above the
-    # 1 % SLO beyond the binomial noise allowance. The control fails only when none of the 14
-    # holds the failed region: 0.5^14 = 6e-5 with region a (50 % of answers; c's 20 % would make
-    # it 4 %). Without the spread, every user re-resolved at the same moment, anywhere in 10 s:
-    # two fresh-clone CI runs passed the control (2.40 s, 0.90 s), a quarter of runs would.
-    # Half the users may fail at once: the stop condition (50 % errors for 5 s) is raised so
-    # that it does not abort the drill this control is about.
+    # Each of the 200 clients (0.3 requests/s each) holds an answer for 10 s, at a phase uniform
+    # over those 10 s (the load's clients are independent), so about 74 % of them hold their
+    # answer past the predicted 2.6 s after the fault, half of those (region a's share) the
+    # failed region: ~37 % errors in the window after 2.6 s, against the 1 % SLO. The control
+    # passes only if none of ~148 clients holds region a: 0.5^148. (The old lockstep load
+    # re-resolved every user at one moment, anywhere in 10 s: two fresh-clone CI runs passed
+    # this control before its users were staggered by hand.) Many clients fail at once: the
+    # stop condition (50 % errors for 5 s) is raised so that it does not abort the drill.
     (pytester.path / "caching_locustfile.py").write_text(CACHING_LOCUSTFILE)
     seed = seed_picking("a", HEADLINE_ID)
     result = broken_run([HEADLINE], TTL_1, f"--gameday-seed={seed}", *OPTS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.negative.conftest import INI, REPO, _merge
+from tests.negative.conftest import INI, REPO, merge_changes
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def _starved_drill(path: Path, changes: dict[str, object], *args: str) -> tuple[
     (path / "pytest.ini").write_text(INI)
     (path / "test_headline.py").write_text(HEADLINE)
     topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
-    _merge(topo, changes)
+    merge_changes(topo, changes)
     (path / "topology.yaml").write_text(yaml.safe_dump(topo))
     log = path / "drill.log"
     with log.open("wb") as out:

@@ -274,4 +274,4 @@ def test_the_federation_s_timed_out_checks_are_counted_over_a_window(
     assert obs.error is None
     assert obs.check_timeouts_since(t_fault) == {"a": 0, "b": 3}
     assert obs.poll_rates()[CHECK_TIMEOUTS].answered >= 8
-    assert "timed-out health checks" in sources.describe()[-1]
+    assert any("timed-out health checks" in line for line in sources.describe())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -359,6 +360,13 @@ def test_log_file_alarms_regex_and_missing_file(tmp_path: Path) -> None:
         LogFileAlarms(path=log, node="x", regex="(")
 
 
+def _target(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:
+        return ""
+
+
 def test_command_alarms_follow_a_command(tmp_path: Path) -> None:
     log = tmp_path / "proxy.log"
     log.write_text("")
@@ -369,7 +377,16 @@ def test_command_alarms_follow_a_command(tmp_path: Path) -> None:
     src = CommandAlarms(argv=argv, node="proxy-c", regex="stale_snapshot raised")
     try:
         assert src.poll() == []  # starts the command
-        time.sleep(0.5)  # tail opens the file
+        # The follower reads from the end of the file once it has it open: append only then (a
+        # fixed 0.5 s was not always enough on a loaded CI machine, and the line went unseen).
+        proc = src._proc  # the real process it started, to wait on
+        assert proc is not None
+        fd_dir = Path(f"/proc/{proc.pid}/fd")
+        opened = time.monotonic() + 10
+        while time.monotonic() < opened and not any(
+                _target(fd) == str(log) for fd in (fd_dir.iterdir() if fd_dir.exists() else [])):
+            time.sleep(0.02)
+        time.sleep(0.2)  # it has the file open; let it seek to the end
         _append(log, "x stale_snapshot raised y\nother\n")
         deadline = time.monotonic() + 5
         events: list[AlarmEvent] = []

@@ -150,9 +150,9 @@ def test_init_then_pytest_runs_the_scaffolded_drill_conformance_and_the_readme_e
     (project / "drills" / "test_my_drill.py").write_text(_readme_example())
     out = _ok(_run([str(installed / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-rA",
                     "--gameday-recovery-window=3"], cwd=project, env=env))
-    assert "5 passed" in out, out
+    assert "4 passed" in out, out
     assert "PASSED drills/test_my_drill.py::test_random_gateway_outage" in out, out
-    assert "rules passed 3, failed 0" in out, out
+    assert "rules passed 2, failed 0" in out, out
     again = _ok(_run([str(installed / "gameday"), "init"], cwd=project, env=env))
     assert "kept     drills/test_gateway_drill.py" in again  # never overwritten without --force
 
@@ -161,7 +161,7 @@ def test_the_shipped_conformance_suite_runs_by_pyargs(installed: Path, project: 
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-p no:locust"\n')
     out = _ok(_run([str(installed / "python"), "-m", "pytest", "-p", "no:cacheprovider", "--pyargs",
                     "gameday.suites.conformance", "-m", "conformance", "-k",
-                    "static_weights or static_n_minus_1 or release_plan or r14"],
+                    "static_weights or static_n_minus_1 or r14"],
                    cwd=project, env=_clean_env(installed)))
-    assert re.search(r"3 passed, 1 skipped, \d+ deselected", out), out
-    assert "rules passed 3, failed 0, skipped 1" in out, out
+    assert re.search(r"2 passed, 1 skipped, \d+ deselected", out), out
+    assert "rules passed 2, failed 0, skipped 1" in out, out

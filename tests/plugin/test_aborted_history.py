@@ -45,6 +45,9 @@ def test_a_drill_stopped_by_ctrl_c_is_appended_aborted_and_left_out_of_the_regre
     result = pytester.runpytest_subprocess("-s", "--gameday-seed=3", timeout=300)
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    # After a signal any error ends the run INTERRUPTED (gameday.plugin.interrupted), the
+    # AssertionError below included: its message shows whether the drill went on.
+    assert "the drill went on after the Ctrl-C" not in out, out[-3000:]
     assert "gateway_down (ABORTED)" in out, out[-3000:]
     (row,) = load_history(pytester.path / "reports" / "history.jsonl")
     assert row.aborted == "interrupted by Ctrl-C (SIGINT)" and not row.passed

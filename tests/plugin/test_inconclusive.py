@@ -4,6 +4,7 @@ failed, a JUnit property, the inconclusive log, and a rerun of only that (pytest
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -80,3 +81,34 @@ def test_only_an_inconclusive_test_is_rerun_once(run, monkeypatch) -> None:  # t
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 2 rerun, 1 inconclusive*"])
     assert result.ret == 1
     assert "RERUN" not in "".join(line for line in result.stdout.lines if "test_slow_federation" in line)
+
+
+def test_gameday_inconclusive_lists_what_to_run_again_and_pytest_reruns_just_that(
+        run, pytester: pytest.Pytester) -> None:  # type: ignore[no-untyped-def]
+    """make test's second chance: the parallel pass exits 6, ``gameday inconclusive`` reads the
+    node ids back from its JUnit report, and ``pytest @file`` runs only those again."""
+    result, _ = run("-k", "starved and not once")
+    assert result.ret == 6
+    listed = pytester.run(sys.executable, "-m", "gameday.cli", "inconclusive", "--reasons", "junit.xml", timeout=60)
+    assert listed.ret == 0, listed.stderr.str()
+    assert listed.stdout.lines == ["test_starving.py::test_starved"]
+    assert "switchover inconclusive: harness starved" in listed.stderr.str()
+    (pytester.path / "again.txt").write_text("\n".join(listed.stdout.lines) + "\n")
+    again = pytester.runpytest_subprocess("-v", "@again.txt", timeout=120)
+    assert again.ret == 6
+    again.stdout.fnmatch_lines(["*test_starving.py::test_starved INCONCLUSIVE*", "*1 inconclusive in*"])
+    assert "test_fine" not in again.stdout.str()
+
+
+def test_gameday_inconclusive_exits_1_when_nothing_was_and_2_on_a_bad_report(
+        run, pytester: pytest.Pytester) -> None:  # type: ignore[no-untyped-def]
+    result, _ = run("-k", "fine")
+    assert result.ret == 0
+    none = pytester.run(sys.executable, "-m", "gameday.cli", "inconclusive", "junit.xml", timeout=60)
+    assert (none.ret, none.stdout.lines) == (1, [])
+    (pytester.path / "broken.xml").write_text("<testsuites><testcase")
+    for name, says in (("missing.xml", "missing.xml: no such JUnit report"),
+                       ("broken.xml", "broken.xml: not a readable JUnit XML report")):
+        bad = pytester.run(sys.executable, "-m", "gameday.cli", "inconclusive", name, timeout=60)
+        assert bad.ret == 2
+        assert f"gameday: error: {says}" in bad.stderr.str()

@@ -9,8 +9,10 @@ whose client factory fails the test if it is ever called.
 from __future__ import annotations
 
 import io
+import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +77,23 @@ def test_n_minus_1(drill, never_inject):
 def test_ttl_longer_than_the_switchover_limit(drill, never_inject):
     with drill.fault("gateway_unready", "b"):  # capacity holds without b: only the TTL is refused
         raise AssertionError("the block must not run")
+
+def test_credentials_that_could_not_revert(drill, never_inject, monkeypatch):
+    # a target whose credentials could inject but not revert (kube's access reviews say so)
+    # (a fault that takes no region out: this topology refuses those on capacity or TTL first)
+    lacking = ["global (context staging-global): patch deployments/scale (apps) in namespace gameday"]
+    monkeypatch.setattr(never_inject, "missing_permissions", lambda kind, region, params: lacking, raising=False)
+    with drill.fault("control_plane_down"):
+        raise AssertionError("the block must not run")
 """)
     result = pytester.runpytest_subprocess(f"--gameday-topology={topo}", "--gameday-switchover-limit=4",
                                            timeout=180)
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*DrillRefused: refusing control_plane_down: the local target's credentials lack what the fault or its "
+        "exact inverse needs: global (context staging-global): patch deployments/scale (apps) in namespace gameday. "
+        "`gameday rbac` prints a Role granting exactly what the faults need; nothing was injected",
+    ])
     result.stdout.fnmatch_lines([
         "*DrillRefused: refusing gateway_down a: with a out, b, c would have 30 + 30 = 60 req/s for 60 req/s x "
         "(1 + 0.2) = 72 req/s; nothing was injected",
@@ -118,7 +133,7 @@ def test_blackhole_plan_then_the_federation_is_untouched(drill, never_inject):
         "  prediction for gateway_down (from topology 'local'):",
         "    detection 3 x 0.2 s checks, each failing at once (refused or unready): 0.40-0.60 s",
         "    switchover: 0.40-0.70 s: detection 0.40-0.60 s + entry-node propagation <= 0.1 s (broadcast_delay 0 s *",
-        "    dns convergence: 0.40-0.60 s: detection 0.40-0.60 s + GSLB propagation <= 0 s",
+        "    dns convergence: 0.40-0.60 s: detection 0.40-0.60 s + GSLB propagation <= 0 s (timing.gslb_delay 0*",
         "    client recovery: 0.00-6.60 s: <= DNS convergence 0.60 s + TTL 5 s *",
         "  1. steady state for 1 s: gateway-*, proxy-* route to a, b, c; the control plane answers",
         "  2. record the fault in the ledger *ledger.json",
@@ -349,3 +364,61 @@ def test_a_profiles_recovery_window_is_checked_against_its_load(pytester: pytest
                                      "at 20 req/s offered (*team.yaml, load.rate, or --gameday-rate)*"])
     else:
         assert "--gameday-recovery-window" not in err, err  # whatever else this unreachable federation fails on
+
+
+UNWRITABLE = NEVER_INJECT + """
+import os, subprocess
+from pathlib import Path
+
+def test_ledger_cannot_be_written(drill, never_inject):
+    mnt = Path(os.environ["REPORTS_MOUNT"])
+    filler = mnt / "filler"
+    if os.environ["HOW"] == "full":
+        with filler.open("wb") as fh, pytest.raises(OSError):  # until ENOSPC
+            for _ in range(4096):
+                fh.write(b"x" * 65536)
+                fh.flush()
+                os.fsync(fh.fileno())
+    else:  # a read-only bind over the ledger's folder: the federation's open files keep working
+        ledger_dir = mnt / ".gameday"
+        subprocess.run(["mount", "--bind", str(ledger_dir), str(ledger_dir)], check=True)
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ledger_dir)], check=True)
+    try:
+        with pytest.raises(DrillRefused) as refused:
+            with drill.fault("gateway_down", "b"):
+                raise AssertionError("the block must not run")
+    finally:
+        if os.environ["HOW"] == "full":
+            filler.unlink()
+        else:
+            subprocess.run(["umount", str(mnt / ".gameday")], check=True)
+    print("REFUSED:", refused.value)
+    assert drill.results == [] and drill.active is None
+    never_inject.check_health(timeout=2)  # gateway-b still answers
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs for the reports folder: needs root")
+@pytest.mark.parametrize(("how", "error"), [("full", "No space left on device"),
+                                            ("read-only", "Read-only file system")])
+def test_a_reports_filesystem_that_cannot_take_the_ledger_refuses_before_injection(
+        pytester: pytest.Pytester, how: str, error: str) -> None:
+    # The filesystem fills (or turns read-only) after the federation came up, before the fault:
+    # the ledger's probe write fails and the drill is refused, naming the folder and the error.
+    mnt = pytester.path / "reports"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mnt)], check=True)
+    try:
+        pytester.makeini(INI)
+        pytester.makepyfile(test_unwritable=UNWRITABLE)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("REPORTS_MOUNT", str(mnt))
+            mp.setenv("HOW", how)
+            result = pytester.runpytest_subprocess(f"--gameday-reports={mnt}", "-s", timeout=180)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*REFUSED: refusing gateway_down b: the fault ledger {mnt}/.gameday/ledger.json "
+                                 f"cannot be written: {error} ({mnt}/.gameday)*nothing was injected"])
+    assert "reached the federation" not in result.stdout.str()

@@ -12,10 +12,12 @@ import matplotlib.axes
 import matplotlib.image
 import pytest
 
+from gameday.model.timeline import DataCheck, WriteRec
 from gameday.reports import plots
 from gameday.reports.history import HistoryRow
 from gameday.verdicts.predict import StatedTiming, predict
 from gameday.verdicts.result import DrillResult
+from tests.reports.conftest import handmade
 
 
 def decoded(png: bytes) -> tuple[int, int]:
@@ -168,3 +170,25 @@ def _python(code: str) -> list[str]:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
+
+
+def test_the_writes_panel_shows_each_outcome_and_marks_the_lost_writes(drill_result: DrillResult) -> None:
+
+    tl = drill_result.timeline
+    tf = drill_result.fault.t_fault
+    for i in range(20):  # 2 writes/s from t-5 s: acknowledged, refused while the fault holds, then again
+        t = tf - 5 + i * 0.5
+        outcome = "refused" if tf <= t < tf + 2 else "ack"
+        tl.add(WriteRec(f"w{i}", t, t + 0.01, outcome, "a" if outcome == "ack" else None))
+    tl.data_check = DataCheck(t=tf + 6, acked=tuple(f"w{i}" for i in range(20) if not 10 <= i < 14),
+                              missing=("w8", "w9"))
+    s = plots.timeline_series(drill_result)
+    assert set(s.writes) == {"ack", "refused"}
+    per_bin = dict(zip(s.bins, s.writes["refused"], strict=True))
+    assert sum(per_bin.values()) * plots.BIN_S == 4  # the 4 refused writes, all in the fault's first 2 s
+    assert all(0 <= b < 2 for b, v in per_bin.items() if v)
+    assert s.lost_writes == pytest.approx([-0.99, -0.49])
+    png = plots.timeline_png(s)
+    assert png.startswith(b"\x89PNG")
+    without = plots.timeline_series(handmade())
+    assert without.writes == {} and without.lost_writes == []  # no state layer: no panel

@@ -12,7 +12,11 @@ content types are exercised end to end:
 - ``PATCH`` (server-side apply, ``application/apply-patch+yaml``, ``fieldManager`` and
   ``force`` required) and ``DELETE`` of ``.../networkpolicies/{name}`` (404 when absent);
 - server-side apply and ``GET`` of ``/api/v1/namespaces/{ns}/secrets/{name}`` (``stringData``
-  is write-only: stored base64-encoded in ``data``).
+  is write-only: stored base64-encoded in ``data``);
+- ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews``: the review's
+  ``spec.resourceAttributes`` answered ``allowed`` unless :attr:`ApiServer.denied` holds
+  ``(verb, group, resource, subresource)`` (``subresource`` "" for none); every review asked
+  is recorded in :attr:`ApiServer.reviews`.
 
 Every object it stores is validated strictly against the real schemas (kubernetes-validate)
 first; a request it does not know is a 404 and is recorded in :attr:`ApiServer.unknown`.
@@ -59,6 +63,9 @@ class ApiServer:
         self.requests: list[tuple[str, str, str | None]] = []
         """(method, path, content type) of every request, in order."""
         self.unknown: list[str] = []
+        self.denied: set[tuple[str, str, str, str]] = set()
+        """(verb, group, resource, subresource) this server's token may not do."""
+        self.reviews: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
@@ -120,6 +127,15 @@ class ApiServer:
 
             def _dispatch(self, path: str, query: dict[str, list[str]], ctype: str | None) -> None:
                 objs = server.objects
+                if path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews" and self.command == "POST":
+                    review = self._body()
+                    kubernetes_validate.validate(review, o.SCHEMA_VERSION, strict=True)
+                    attrs = review["spec"]["resourceAttributes"]
+                    server.reviews.append(attrs)
+                    key = (attrs["verb"], attrs.get("group", ""), attrs["resource"], attrs.get("subresource", ""))
+                    allowed = key not in server.denied
+                    status = {"allowed": allowed, **({} if allowed else {"reason": "RBAC: not granted"})}
+                    return self._send(201, {**review, "status": status})
                 m = re.fullmatch(r"/apis/apps/v1/namespaces/([^/]+)/(deployments|statefulsets)/([^/]+)/scale", path)
                 if m:
                     kind = "Deployment" if m[2] == "deployments" else "StatefulSet"

@@ -14,7 +14,7 @@ from gameday.faults.model import FaultCall
 from gameday.fedapp.wire import FAULT_PATH, RECONCILE_PATH, SLOW_PATH, AdminCall, drop_broadcasts, readyz_fault
 from gameday.model.topology import Topology
 from gameday.targets.k8s import objects as o
-from gameday.targets.k8s.plan import K8S_ACTIONS, Hook, K8sAction, Observed
+from gameday.targets.k8s.plan import K8S_ACTIONS, Hook, K8sAction, NotDeployed, Observed
 from gameday.targets.local import faults as local
 
 PARAMS: dict[str, dict[str, Any]] = {
@@ -48,6 +48,8 @@ def _local_calls(table: Mapping[str, Any], name: str, *, revert: bool) -> Calls 
 
 def _k8s_calls(table: Mapping[str, K8sAction], topology: Topology, name: str, *, revert: bool) -> Calls | None:
     action = table[name]
+    if isinstance(action, NotDeployed):  # refused on kind/kube (the part is not deployed): no calls
+        return None
     call = _call(name, recorded=revert)
     ops = action.revert(topology, call) if revert else action.inject(topology, call, Observed.desired(topology))
     admin = [op for op in ops if op.verb == "admin"]

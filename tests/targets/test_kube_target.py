@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gameday.errors import ConfigError, TargetError
+from gameday.errors import ConfigError, FaultUnavailable, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.interfaces import Target
 from gameday.model.topology import Topology, parse_topology
@@ -25,7 +25,7 @@ from gameday.targets.k8s.client import pick_node_address
 from gameday.targets.k8s.kind import KindTarget
 from gameday.targets.k8s.kube import KubeTarget
 
-from .test_plans import CASES, PARAMS
+from .test_plans import CASES, NOT_DEPLOYED, PARAMS
 
 
 def _no_client(context: str) -> Any:
@@ -153,6 +153,10 @@ def test_every_catalogue_kind_is_known_to_the_kube_target(topology: Topology, tm
     t = _target(topology, tmp_path, dry_run=True, out=io.StringIO())
     for kind in CATALOGUE:
         region = "a" if CATALOGUE[kind].needs_region else None
+        if kind in NOT_DEPLOYED:  # refused, saying why, before anything runs
+            with pytest.raises(FaultUnavailable, match="deploy no"):
+                t.inject(kind, region, dict(PARAMS.get(kind, {})))
+            continue
         t.inject(kind, region, dict(PARAMS.get(kind, {})))
 
 
@@ -185,3 +189,56 @@ def test_a_revert_inside_another_deny_fault_leaves_its_pods_cut_off(topology: To
     t.revert("region_blackhole", "a", {})
     applied = {op.name for op in t.recorded if op.verb == "apply"}
     assert "allow-public-gateway" in applied and "allow-public-proxy" in applied
+
+
+def test_the_kube_target_asks_for_every_permission_a_fault_and_its_inverse_need(topology: Topology,
+                                                                               tmp_path: Path) -> None:
+    # gateway_down scales the region's gateway down and back (the scale subresource);
+    # gateway_hung applies a deny NetworkPolicy and deletes allow policies, and its inverse
+    # applies them back and deletes the deny policy. Without delete on networkpolicies the
+    # fault could be injected and never reverted: refused up front.
+    from kubernetes import client as k8s
+
+    from .apiserver import ApiServer
+
+    with ApiServer() as api:
+        def factory(context: str) -> Any:
+            cfg = k8s.Configuration()
+            cfg.host = api.url
+            return k8s.ApiClient(cfg)
+
+        t = _target(topology, tmp_path, client_factory=factory)
+        assert t.missing_permissions("gateway_down", "a", {}) == []
+        asked = {(r["verb"], r["resource"], r.get("subresource")) for r in api.reviews}
+        assert asked == {("get", "deployments", "scale"), ("patch", "deployments", "scale")}, asked
+        api.denied.add(("delete", "networking.k8s.io", "networkpolicies", ""))
+        lacking = t.missing_permissions("gateway_hung", "b", {})
+        assert lacking == ["b (context kind-gd-b): delete networkpolicies (networking.k8s.io) in namespace "
+                           f"{o.NAMESPACE}: RBAC: not granted"], lacking
+        assert not api.unknown, api.unknown
+
+
+def test_gameday_rbac_for_the_kind_topology_grants_every_fault_and_inverse_and_validates() -> None:
+    import subprocess
+    import sys
+
+    import kubernetes_validate
+    import yaml
+
+    from gameday.targets.k8s import files as k8s_files
+
+    out = subprocess.run([sys.executable, "-m", "gameday.cli", "rbac", "--topology", str(k8s_files.KIND_TOPOLOGY),
+                          "--service-account", "ci/gameday"], capture_output=True, text=True, timeout=60,
+                         check=True).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    for d in docs:
+        kubernetes_validate.validate(d, o.SCHEMA_VERSION, strict=True)
+    roles = {d["metadata"]["annotations"]["gameday.dev/cluster"].split()[1]: d for d in docs if d["kind"] == "Role"}
+    assert set(roles) == {"a", "b", "c", "global"}, sorted(roles)
+    region = {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in roles["a"]["rules"]}
+    assert region[("apps", "deployments/scale")] == ["get", "patch"]  # gateway_down and back
+    assert region[("networking.k8s.io", "networkpolicies")] == ["create", "delete", "patch"]  # gateway_hung
+    assert region[("", "pods/portforward")] == ["create", "get"]  # the readiness hooks' admin calls
+    assert ("apps", "statefulsets/scale") in {(r["apiGroups"][0], r["resources"][0]) for r in roles["global"]["rules"]}
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert all(b["subjects"] == [{"kind": "ServiceAccount", "name": "gameday", "namespace": "ci"}] for b in bindings)

@@ -12,7 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gameday.errors import ConfigError, FaultError, TargetError
+from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError
 from gameday.faults.catalogue import CATALOGUE
 from gameday.model.topology import GLOBAL_CLUSTER, Topology
 from gameday.targets.k8s import manifests, plan
@@ -29,9 +29,13 @@ PARAMS: dict[str, dict[str, Any]] = {
 }
 
 
+NOT_DEPLOYED = {k for k, a in plan.K8S_ACTIONS.items() if isinstance(a, plan.NotDeployed)}
+"""Faults on parts the manifests do not deploy (the state layer's store): refused, never planned."""
+
+
 def _cases(topology_regions: list[str]) -> list[tuple[str, str | None]]:
     out: list[tuple[str, str | None]] = []
-    for k in sorted(CATALOGUE):
+    for k in sorted(set(CATALOGUE) - NOT_DEPLOYED):
         if CATALOGUE[k].needs_region:
             out += [(k, r) for r in topology_regions]
         else:
@@ -43,7 +47,16 @@ CASES = _cases(["a", "b", "c"])
 
 
 def test_every_catalogue_fault_is_planned() -> None:
-    assert {k for k, _ in CASES} == set(CATALOGUE)
+    assert {k for k, _ in CASES} | NOT_DEPLOYED == set(CATALOGUE)
+    assert {"store_down", "store_isolated", "replication_lag"} == NOT_DEPLOYED
+
+
+def test_a_fault_on_a_part_not_deployed_is_refused_before_anything_is_read(topology: Topology) -> None:
+    with pytest.raises(FaultUnavailable, match="the kind and kube targets deploy no store"):
+        plan.reads("store_down", "a")
+    with pytest.raises(FaultUnavailable, match="nothing was injected"):
+        plan.plan_inject(topology, "store_down", "a", {}, plan.Observed.desired(topology))
+    assert plan.plan_revert(topology, "store_down", "a", {}) == []
 
 
 @pytest.mark.parametrize(("kind", "region"), CASES)

@@ -1,6 +1,7 @@
 """kube with a federation profile: a team's faults as Kubernetes operations with exact inverses.
 
-The profile below is the README's example. What is checked:
+The profile below is the documentation's example (examples/profiles/kubernetes.yaml, shown in
+docs/howto/kubernetes.md). What is checked:
 
 - the ``kubernetes:`` section validates, and its errors name the field;
 - each plan, applied to a stand-in API server (``apiserver.py``) through the real
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -26,6 +30,7 @@ from kubernetes import client as k8s
 from gameday.errors import ConfigError, FaultError
 from gameday.runtime.settings import Settings
 from gameday.targets import registry
+from gameday.targets.k8s import objects as o
 from gameday.targets.k8s import profile_plan as pp
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
@@ -312,15 +317,62 @@ def test_kind_with_a_profile_refuses_contexts_that_are_not_kind(tmp_path: Path) 
                                                                                   dry_run=True), tmp_path)
 
 
-def test_the_readme_kubernetes_section_is_the_one_tested_here() -> None:
-    import re
+def test_the_documented_kubernetes_example_is_the_one_tested_here() -> None:
+    repo = Path(__file__).resolve().parents[2]
+    example = repo / "examples" / "profiles" / "kubernetes.yaml"
+    assert yaml.safe_load(example.read_text(encoding="utf-8")) == yaml.safe_load(PROFILE)
+    page = (repo / "docs" / "howto" / "kubernetes.md").read_text(encoding="utf-8")
+    section = page.split("## Drill your own federation on Kubernetes", 1)[1]
+    assert '--8<-- "examples/profiles/kubernetes.yaml"' in section, "the how-to no longer shows the tested example"
+    assert load_profile(example).profile.kubernetes is not None
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Drill your own federation on Kubernetes", 1)[1]
-    m = re.search(r"```yaml\n(.*?)```", section, re.S)
-    assert m, "the README section has no ```yaml block"
-    readme = yaml.safe_load(m.group(1))["kubernetes"]
-    assert readme == yaml.safe_load(PROFILE)["kubernetes"]
-    data = yaml.safe_load(PROFILE)
-    data["kubernetes"] = readme
-    assert parse_profile(data, "README.md").kubernetes is not None
+
+# -- never inject what cannot be reverted (issue 32) ------------------------------------------------------
+def test_a_token_that_can_isolate_but_not_delete_the_policy_is_refused_before_anything(
+        loaded: LoadedProfile, tmp_path: Path, servers: dict[str, ApiServer]) -> None:
+    # region_isolated applies a NetworkPolicy (create/patch) and its inverse deletes it: a token
+    # without delete could inject and never revert. The access reviews say so up front.
+    servers["a"].denied.add(("delete", "networking.k8s.io", "networkpolicies", ""))
+    t = _target(loaded, tmp_path, client_factory=_factory(servers))
+    before = servers["a"].state()
+    lacking = t.missing_permissions("region_isolated", "a", {})
+    assert lacking == ["a (context staging-a): delete networkpolicies (networking.k8s.io) in namespace edge: "
+                       "RBAC: not granted"], lacking
+    assert servers["a"].state() == before
+    assert {r["verb"] for r in servers["a"].reviews} == {"create", "delete", "patch"}
+    # a workload that may be read and patched through its scale subresource: allowed, asked once
+    assert t.missing_permissions("gateway_down", "a", {}) == []
+    asked = len(servers["a"].reviews)
+    assert t.missing_permissions("gateway_down", "a", {}) == [] and len(servers["a"].reviews) == asked
+    assert {(r["resource"], r.get("subresource"), r["verb"]) for r in servers["a"].reviews[-2:]} == \
+        {("deployments", "scale", "get"), ("deployments", "scale", "patch")}
+    assert not any(s.unknown for s in servers.values()), [s.unknown for s in servers.values()]
+
+
+def test_a_token_that_cannot_patch_the_selector_back_is_named(
+        loaded: LoadedProfile, tmp_path: Path, servers: dict[str, ApiServer]) -> None:
+    servers["b"].denied.add(("patch", "", "services", ""))  # the selector could not be patched back
+    t = _target(loaded, tmp_path, client_factory=_factory(servers))
+    lacking = t.missing_permissions("gateway_down", "b", {})
+    assert lacking == ["b (context staging-b): patch services (core) in namespace edge: RBAC: not granted"]
+
+
+def test_gameday_rbac_prints_a_least_privilege_role_that_validates_strictly(tmp_path: Path) -> None:
+    profile = tmp_path / "shop.yaml"
+    profile.write_text(PROFILE)
+    out = subprocess.run([sys.executable, "-m", "gameday.cli", "rbac", "--profile", str(profile)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    for d in docs:
+        kubernetes_validate.validate(d, o.SCHEMA_VERSION, strict=True)
+    def rules(cluster: str, namespace: str) -> dict[tuple[str, str], list[str]]:
+        (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["namespace"] == namespace
+                   and d["metadata"]["annotations"]["gameday.dev/cluster"].startswith(f"cluster {cluster} ")]
+        return {(r["apiGroups"][0], r["resources"][0]): r["verbs"] for r in role["rules"]}
+
+    assert rules("a", "edge") == {("apps", "deployments/scale"): ["get", "patch"],
+                                  ("networking.k8s.io", "networkpolicies"): ["create", "delete", "patch"]}
+    assert rules("b", "edge") == {("", "services"): ["get", "patch"]}
+    assert rules("global", "fed") == {("apps", "deployments/scale"): ["get", "patch"]}
+    assert len([d for d in docs if d["kind"] == "RoleBinding"]) == 3
+    assert "# cluster a (context staging-a)" in out and "# cluster global (context staging-global)" in out

@@ -13,8 +13,8 @@ import pytest
 from tests.workflows.tooling import ROOT, venv_tool
 
 ENVS = {
-    "py311": "pytest -n 3 --dist loadgroup --reruns 1 --only-rerun HarnessStarved tests",
-    "lint": "ruff check gameday tests suites bench conftest.py",
+    "py311": "pytest -n 2 --dist loadgroup --reruns 1 --only-rerun HarnessStarved tests",
+    "lint": "ruff check gameday tests suites bench docs conftest.py",
     "types": "mypy",
     "suites": "pytest suites",
     "kind": "pytest suites --gameday-target kind",

@@ -33,8 +33,10 @@ class EventConsumer:
     """The pull subscription, its loops, and the consumption counters of ``/status``."""
 
     def __init__(self, rt: Runtime, scope: Scope, store: SnapshotStore,
-                 ensure_stream: Callable[[], Awaitable[object]]) -> None:
+                 ensure_stream: Callable[[], Awaitable[object]], *, event_delay: float = 0.0) -> None:
         self.rt = rt
+        self.event_delay = event_delay
+        """Seconds waited before applying each event: 0, or a negative control's consumer falling behind (R13)."""
         self.scope = scope
         self.store = store
         self.ensure_stream = ensure_stream
@@ -91,6 +93,10 @@ class EventConsumer:
             return
         if self.rt.stop.is_set():
             return
+        if self.event_delay > 0:  # R13 broken: a consumer falling behind
+            await self.rt.pause(self.event_delay)
+            if self.rt.stop.is_set():
+                return
         bumped = await self.store.mutate(lambda s: s.apply_event(ev))
         if self.rt.stop.is_set():
             return  # not committed for sure: leave it unacked, it is redelivered

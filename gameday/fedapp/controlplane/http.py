@@ -12,12 +12,13 @@ import math
 
 from aiohttp import web
 
-from gameday.fedapp.common import ReadyzFault, json_response, render_metrics
+from gameday.fedapp.common import ReadyzFault, json_response, read_json, render_metrics
 from gameday.fedapp.controlplane.broadcaster import Broadcaster
 from gameday.fedapp.controlplane.bus import Runtime
 from gameday.fedapp.controlplane.consumer import EventConsumer
 from gameday.fedapp.controlplane.liveness import Liveness
 from gameday.fedapp.controlplane.reconciler import Reconciler
+from gameday.fedapp.controlplane.release import ReleaseController
 from gameday.fedapp.controlplane.scope import Scope
 from gameday.fedapp.controlplane.store import SnapshotStore
 from gameday.fedapp.skeleton import HttpComponent, Route
@@ -53,6 +54,7 @@ class ControlPlaneHttp(HttpComponent):
     broadcaster: Broadcaster
     liveness: Liveness
     ready_fault: ReadyzFault
+    release: ReleaseController | None = None
 
     def status(self) -> Json:
         snap, cons, bc = self.store.snapshot, self.consumer, self.broadcaster
@@ -133,7 +135,29 @@ class ControlPlaneHttp(HttpComponent):
         return json_response(await self.reconciler.reconcile(reason="admin"))
 
     def admin_routes(self) -> list[Route]:
-        return [Route("POST", RECONCILE_PATH, self._reconcile)]
+        routes = [Route("POST", RECONCILE_PATH, self._reconcile)]
+        if self.release is not None:
+            routes.append(Route("POST", "/admin/release", self._release))
+        return routes
 
     def public_routes(self) -> list[Route]:
-        return [Route("GET", "/snapshot", self._snapshot)]
+        routes = [Route("GET", "/snapshot", self._snapshot)]
+        if self.release is not None:
+            routes.append(Route("GET", "/release", self._release_status))
+        return routes
+
+    async def _release(self, request: web.Request) -> web.Response:
+        assert self.release is not None
+        body = await read_json(request)
+        version, restart_s = body.get("version"), body.get("restart_s", 0.3)
+        if not isinstance(version, str) or not version or len(version) > 64:
+            raise web.HTTPBadRequest(text=f"version: got {version!r}, expected a version string")
+        if isinstance(restart_s, bool) or not isinstance(restart_s, int | float) or not 0 <= restart_s <= 30:
+            raise web.HTTPBadRequest(text=f"restart_s: got {restart_s!r}, expected 0-30 seconds")
+        if not self.release.start(version, float(restart_s)):
+            return json_response({"error": "a release is running", **self.release.state}, status=409)
+        return json_response(self.release.state, status=202)
+
+    async def _release_status(self, _: web.Request) -> web.Response:
+        assert self.release is not None
+        return json_response(self.release.state)

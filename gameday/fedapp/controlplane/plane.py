@@ -6,13 +6,14 @@ import asyncio
 import contextlib
 from typing import Any
 
-from gameday.fedapp.common import JsonLog, ReadyzFault, connect_nats, every
+from gameday.fedapp.common import JsonLog, ReadyzFault, admin_token_from_env, connect_nats, every
 from gameday.fedapp.controlplane.broadcaster import Broadcaster
 from gameday.fedapp.controlplane.bus import BUS_ERRORS, Runtime, ensure_jetstream
 from gameday.fedapp.controlplane.consumer import EventConsumer
 from gameday.fedapp.controlplane.http import ControlPlaneHttp
 from gameday.fedapp.controlplane.liveness import Liveness
 from gameday.fedapp.controlplane.reconciler import Reconciler
+from gameday.fedapp.controlplane.release import ReleaseController
 from gameday.fedapp.controlplane.scope import Scope, scope_for
 from gameday.fedapp.controlplane.serving import ServingReporter
 from gameday.fedapp.controlplane.store import SnapshotStore
@@ -41,7 +42,8 @@ class ControlPlane(ControlPlaneHttp):
         self.store = SnapshotStore(self.rt, self.scope.kv_key, durable=topo.control_plane.state == "durable")
         self.broadcaster = Broadcaster(self.rt, self.scope.broadcast,
                                        delay=float(topo.control_plane.broadcast_delay))
-        self.consumer = EventConsumer(self.rt, self.scope, self.store, self._ensure_jetstream)
+        self.consumer = EventConsumer(self.rt, self.scope, self.store, self._ensure_jetstream,
+                                      event_delay=topo.defects.cp_event_delay)
         self.reconciler = Reconciler(self.rt, self.scope, self.store, run_id=spec.run_id,
                                      primary=topo.primary_region, interval=topo.timing.reconcile_interval)
         self.liveness = Liveness(self.rt, self.scope, self.store, self.reconciler,
@@ -52,6 +54,8 @@ class ControlPlane(ControlPlaneHttp):
         if self.serving is not None:
             self.store.on_bump.append(self.serving.on_bump)
         self._subscribed = False
+        # The federation's own release mechanism (R12), in the global tier only.
+        self.release = (ReleaseController(spec, log, admin_token_from_env) if self.scope.region is None else None)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve HTTP, connect to the bus, set up, and run the loops until *stop* is set."""

@@ -29,6 +29,7 @@ One module per role; each holds its reading, its protocol (the seam) and its bui
 - ``alarms``: role alarms (:class:`AlarmSource`, :class:`LogFileAlarms`, :class:`CommandAlarms`,
   :class:`LineFeedAlarms`).
 - ``dns``: role DNS (:class:`DnsSource`, :class:`UdpDns`).
+- ``state``: role state, the write path and read-back (:class:`StateSource`, :class:`HttpState`).
 - ``checks``: role check timeouts (:class:`CheckTimeoutSource`, :class:`HttpJsonCheckTimeouts`).
 - ``bundle``: :class:`Sources`, what a target gives the observer (one field per role).
 - ``_common``: what they share: :data:`HttpClient`, :func:`fetch`, dotted field paths,
@@ -56,6 +57,14 @@ from gameday.observers.sources.bundle import Sources
 from gameday.observers.sources.checks import CheckTimeoutSource, HttpJsonCheckTimeouts
 from gameday.observers.sources.dns import DnsReading, DnsSource, UdpDns
 from gameday.observers.sources.entry_nodes import EntryNodeSource, HttpJsonNode, NodeReading
+from gameday.observers.sources.state import (
+    HttpState,
+    LookupAnswer,
+    ProcessedAnswer,
+    StateSource,
+    TaskQueue,
+    WriteAnswer,
+)
 from gameday.observers.sources.utilisation import HttpJsonUtilisation, UtilisationReading, UtilisationSource
 from gameday.observers.sources.versions import (
     HttpJsonVersion,
@@ -66,6 +75,7 @@ from gameday.observers.sources.versions import (
     VersionSource,
     log,
 )
+from gameday.verdicts.state import StatedReplication
 
 __all__ = [
     "ALARM_EVENTS",
@@ -83,18 +93,25 @@ __all__ = [
     "HttpJsonNode",
     "HttpJsonUtilisation",
     "HttpJsonVersion",
+    "HttpState",
     "LineFeedAlarms",
     "LogFileAlarms",
+    "LookupAnswer",
     "MetricsVersion",
     "NatsVersionFeed",
     "NodeReading",
+    "ProcessedAnswer",
     "PrometheusVersion",
     "Sources",
+    "StateSource",
+    "StatedReplication",
+    "TaskQueue",
     "UdpDns",
     "UtilisationReading",
     "UtilisationSource",
     "VersionFeed",
     "VersionSource",
+    "WriteAnswer",
     "fetch",
     "log",
 ]

@@ -9,6 +9,7 @@ from gameday.observers.sources.alarms import AlarmSource
 from gameday.observers.sources.checks import CheckTimeoutSource
 from gameday.observers.sources.dns import DnsSource
 from gameday.observers.sources.entry_nodes import EntryNodeSource
+from gameday.observers.sources.state import StateSource
 from gameday.observers.sources.utilisation import UtilisationSource
 from gameday.observers.sources.versions import VersionFeed, VersionSource
 
@@ -35,6 +36,17 @@ class Sources:
     check_timeouts: CheckTimeoutSource | None = None
     """The federation's own timed-out health checks per region, read at the utilisation rate;
     None: only the observer's own rates tell a starved harness (gameday.verdicts.harness)."""
+    state: StateSource | None = None
+    """The federation's write path and read-back (DESIGN.md section 9): the drill writes at
+    :attr:`write_rate` while it observes and reads the writes back after the restore; None: the
+    federation declares no state layer and the state verdicts are not applicable."""
+    write_rate: float = 5.0
+    """Writes per second (a state layer only)."""
+    task_rate: float = 0.0
+    """Tasks per second added to the background workers' queue (a state source that is also a
+    :class:`~gameday.observers.sources.state.TaskQueue`); 0: none, the duplicates verdict is n/a."""
+    write_ttl_hint: float = 5.0
+    """The DNS TTL the writer clients' first answers are aged over (their caches expire apart)."""
 
     def describe(self) -> list[str]:
         """One line per source, for the report."""
@@ -49,4 +61,6 @@ class Sources:
         lines += [f"alarms: {a.describe()}" for a in self.alarms] or ["alarms: none (alarm verdict not applicable)"]
         if self.check_timeouts is not None:
             lines.append(f"the federation's check timeouts: {self.check_timeouts.describe()}")
+        lines.append(f"state: {self.state.describe()} at {self.write_rate:g}/s" if self.state is not None
+                     else "state: none (state verdicts not applicable)")
         return lines

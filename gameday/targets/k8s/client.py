@@ -157,6 +157,24 @@ class Clusters:
                                   f"{o.NAMESPACE}/{o.ADMIN_SECRET} ({why}); admin calls need it") from None
         return self._admin_token[cluster]
 
+    def access_review(self, cluster: str, attributes: Mapping[str, str | None]) -> tuple[bool, str]:
+        """Whether this cluster's credentials may do what *attributes* say (``namespace``, ``verb``,
+        ``group``, ``resource``, ``subresource``): one ``SelfSubjectAccessReview``
+        (``authorization.k8s.io/v1``); ``(False, why)`` when the server says no or cannot answer."""
+        attrs = client.V1ResourceAttributes(**attributes)
+        review = client.V1SelfSubjectAccessReview(
+            api_version="authorization.k8s.io/v1", kind="SelfSubjectAccessReview",
+            spec=client.V1SelfSubjectAccessReviewSpec(resource_attributes=attrs))
+        try:
+            answer = client.AuthorizationV1Api(self.client(cluster)).create_self_subject_access_review(
+                review, _request_timeout=REQUEST_TIMEOUT)
+        except API_ERRORS as exc:
+            return False, f"the access review failed: {brief(exc)}"
+        status = answer.status
+        if status is not None and status.allowed:
+            return True, ""
+        return False, (status.reason or "") if status is not None else "no answer"
+
     def read_replicas(self, cluster: str, kind: str, name: str, namespace: str = o.NAMESPACE) -> int:
         """``spec.replicas`` of a Deployment or StatefulSet, through its scale subresource."""
         api = client.AppsV1Api(self.client(cluster))

@@ -137,7 +137,11 @@ def kind_topology(topology: Topology) -> Topology:
         TargetError: a context that is not a kind context.
     """
     if topology.contexts is None:
-        return topology.with_overrides(contexts={c: f.kind_context(c) for c in m.clusters(topology)})
+        if topology.state is not None:
+            # The manifests deploy no store yet (the local target runs one): the default topology's
+            # state section stays behind, and the state verdicts say "no state layer".
+            log.warning("the kind target deploys no state layer yet: the topology's state section is left out")
+        return topology.with_overrides(contexts={c: f.kind_context(c) for c in m.clusters(topology)}, state=None)
     wrong = {c: ctx for c, ctx in topology.contexts.items() if not ctx.startswith("kind-") or ctx == "kind-"}
     if wrong:
         raise TargetError(f"the kind target finds clusters by name, from contexts `kind-<cluster name>`; the topology "

@@ -49,7 +49,7 @@ from gameday.targets.admin_token import new_admin_token
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
-from gameday.targets.k8s import plan
+from gameday.targets.k8s import plan, rbac
 from gameday.targets.k8s.client import (
     API_ERRORS,
     ClientFactory,
@@ -108,6 +108,8 @@ class KubeTarget:
         self.recorded: list[Op] = []
         """Every operation executed (or, in dry-run, only recorded), in order."""
         self._in_effect: list[tuple[str, str | None]] = []
+        self._allowed: set[rbac.Permission] = set()
+        """Permissions an access review allowed this run (:meth:`missing_permissions`)."""
         """Faults this target injected and has not reverted, oldest first (nesting, see
         :func:`~gameday.targets.k8s.plan.plan_revert`)."""
         self._factory = client_factory or default_client_factory
@@ -320,6 +322,19 @@ class KubeTarget:
             time.sleep(1.0)
 
     # -- faults ----------------------------------------------------------------------------------------------
+    def missing_permissions(self, kind: str, region: str | None, params: dict[str, Any]) -> list[str]:
+        """What the credentials lack for the fault and its exact inverse (a SelfSubjectAccessReview
+        per permission, :mod:`gameday.targets.k8s.rbac`); a permission once allowed is not asked again."""
+        recorded = dict(params)
+        inject = plan.plan_inject(self.topology, kind, region, recorded, plan.Observed.desired(self.topology))
+        revert = plan.plan_revert(self.topology, kind, region, recorded)
+        perms = [p for p in rbac.needed(inject, revert) if p not in self._allowed]
+        lacking = rbac.missing(perms, self.clusters.access_review)
+        self._allowed |= {p for p in perms if not any(line.startswith(f"{p.cluster}: {p.describe()}")
+                                                    for line in lacking)}
+        return [line.replace(f"{c}: ", f"{c} (context {self.contexts.get(c)}): ", 1) for line in lacking
+                for c in [line.split(":", 1)[0]]]
+
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         observed = plan.Observed.desired(self.topology) if self.dry_run else self._observe(kind, region)
         ops = plan.plan_inject(self.topology, kind, region, params, observed)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gameday.errors import ConfigError, FaultError, TargetError
+from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError
 from gameday.faults.catalogue import FAULTS
 from gameday.faults.model import FaultCall
 from gameday.fedapp.wire import (
@@ -406,6 +406,28 @@ class AgentLabels:
         return [*ops, *plan_reconcile(topology)]
 
 
+@dataclass(frozen=True)
+class NotDeployed:
+    """A fault on a part the kind/kube manifests do not deploy (yet): refused with the reason
+    before anything is read or run (:class:`~gameday.errors.FaultUnavailable`), so the drill
+    never records an injection that cannot happen; its revert has nothing to undo."""
+
+    what: str
+
+    def _refuse(self, call: FaultCall) -> FaultUnavailable:
+        return FaultUnavailable(f"{call.name}: the kind and kube targets deploy no {self.what} yet (the local "
+                                "target does); nothing was injected")
+
+    def reads(self, call: FaultCall) -> Reads:
+        raise self._refuse(call)
+
+    def inject(self, topology: Topology, call: FaultCall, observed: Observed) -> list[Op]:
+        raise self._refuse(call)
+
+    def revert(self, topology: Topology, call: FaultCall) -> list[Op]:
+        return []
+
+
 _OK = readyz_fault("ok")
 
 
@@ -427,6 +449,9 @@ K8S_ACTIONS: Table[K8sAction] = Table("kube fault action", {
     "instances_hung": DenyPolicy("gameday-fault-instances-hung", "app", ("Ingress",)),
     "proxy_cut_off": Hook("proxy", lambda call: drop_broadcasts(True), drop_broadcasts(False)),
     "region_labels": AgentLabels(),
+    "store_down": NotDeployed("store (the state layer's nats-server per region)"),
+    "store_isolated": NotDeployed("store (the state layer's nats-server per region)"),
+    "replication_lag": NotDeployed("store (the state layer's nats-server per region)"),
 })
 """Fault name -> how the kind and kube targets plan it (see the module docstring)."""
 

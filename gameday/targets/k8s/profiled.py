@@ -27,7 +27,7 @@ from gameday.interfaces import Endpoints, RegionInfo
 from gameday.observers.sources import Sources
 from gameday.runtime.settings import Settings
 from gameday.targets.external import ExternalTarget
-from gameday.targets.k8s import plan
+from gameday.targets.k8s import plan, rbac
 from gameday.targets.k8s import profile_plan as pp
 from gameday.targets.k8s.client import (
     API_ERRORS,
@@ -64,12 +64,13 @@ class ProfileKubeTarget:
         if k is None:
             raise ConfigError(f"{loaded.path}: has no `kubernetes:` section; --gameday-target={name} with a profile "
                               "needs its clusters (contexts) and its faults as Kubernetes operations there (see the "
-                              "README, 'Drill your own federation on Kubernetes'); or use --gameday-target=external",
+                              "docs/howto/kubernetes.md); or use --gameday-target=external",
                               source=str(loaded.path), field="kubernetes")
         plan.check_allowed(k.contexts, allow)
         self.name = name
         self.loaded = loaded
         self.profile = loaded.profile
+        self._allowed: set[rbac.Permission] = set()
         self.contexts = dict(k.contexts)
         self.workdir = workdir
         self.allow = tuple(allow)
@@ -190,6 +191,19 @@ class ProfileKubeTarget:
         """The operations :meth:`inject` and :meth:`revert` would make, making no API call."""
         inject, revert = pp.plan_inject(self._locate(kind, region, params), pp.Observed())
         return self._say(inject), self._say(revert)
+
+    def missing_permissions(self, kind: str, region: str | None, params: dict[str, Any]) -> list[str]:
+        """What the credentials lack for the fault and its inverse (SelfSubjectAccessReview per
+        permission, :mod:`gameday.targets.k8s.rbac`); each context's answer is asked once per run."""
+        inject, revert = pp.plan_inject(self._locate(kind, region, params), pp.Observed())
+        return self._missing(rbac.needed(inject, revert))
+
+    def _missing(self, perms: list[rbac.Permission]) -> list[str]:
+        lacking = rbac.missing([p for p in perms if p not in self._allowed], self.clusters.access_review)
+        self._allowed |= {p for p in perms if not any(line.startswith(f"{p.cluster}: {p.describe()}")
+                                                    for line in lacking)}
+        return [line.replace(f"{c}: ", f"{c} (context {self.contexts[c]}): ", 1) for line in lacking
+                for c in [line.split(":", 1)[0]]]
 
     def _say(self, ops: list[Op]) -> str:
         return "; ".join(f"{op.describe()} (context {self.contexts[op.cluster]})" for op in ops)

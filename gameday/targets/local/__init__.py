@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -19,9 +20,10 @@ from gameday.interfaces import SUPERVISOR_ROLE, ComponentState, Endpoints, Regio
 from gameday.model.release import plan_release
 from gameday.model.topology import Topology
 from gameday.observers.reference import ReferenceEndpoints, log_file_alarms, reference_sources
-from gameday.observers.sources import Sources
+from gameday.observers.sources import HttpState, Sources
 from gameday.runtime.resources import clusters_dir
 from gameday.runtime.settings import Settings
+from gameday.targets.fedapp_spec import stated_replication
 from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.targets.local.natsserver import nats_server_version
@@ -34,6 +36,9 @@ READY_PER_REGION = 2.0
 
 INSTANCE_READY_TIMEOUT = 15.0
 """Seconds a restarted app instance has to become ready (own /readyz and its gateway's view)."""
+
+RELEASE_RESTART_S = 0.3
+"""Seconds each app instance is down (restarting) in one step of a release (R12)."""
 
 
 class LocalTarget:
@@ -129,8 +134,18 @@ class LocalTarget:
         ``/status``, the control plane's ``/status``, the GSLB, and the proxies' log files (the
         stale-snapshot alarm is the proxies', DESIGN.md §4)."""
         proxies = [n for n in self.fed.entry_nodes() if self.fed.components[n].role == "proxy"]
-        return reference_sources(self.endpoints(), self.reference_endpoints(),
-                                 log_file_alarms(self.fed.logdir, proxies))
+        sources = reference_sources(self.endpoints(), self.reference_endpoints(),
+                                    log_file_alarms(self.fed.logdir, proxies))
+        state = self.topology.state
+        if state is None:
+            return sources
+        ep = self.endpoints()
+        return replace(sources, state=HttpState(dns_server=ep.dns_server, fqdn=ep.fqdn, port=ep.gateway_port,
+                                                timeout=state.write_timeout,
+                                                stated=stated_replication(self.topology),
+                                                task_path="/tasks"),
+                       write_rate=state.write_rate, task_rate=state.task_rate,
+                       write_ttl_hint=float(self.topology.timing.dns_ttl))
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
     def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
@@ -232,6 +247,38 @@ class LocalTarget:
         fault = FAULTS.get(kind)  # the others pause, fail probes or reconfigure: nothing exits
         return fault.stopped(region) if fault is not None else frozenset()
 
+    # -- the state layer (HasStatePrimary) ---------------------------------------------------
+    def state_primary(self, timeout: float = 10.0) -> str:
+        """The region whose store node leads the data stream, as the app instances see it (they
+        read the stream's placement every 2 s); waits up to *timeout* for one to say."""
+        if self.topology.state is None:
+            raise TargetError("the topology declares no state layer: no store primary")
+        apps = [n for n, c in self.fed.components.items() if c.role == "app"]
+        deadline = time.monotonic() + timeout
+        seen = "no app instance answered"
+        if self.fed.spec.storectl is not None:  # async: the store controller's primary
+            while True:
+                try:
+                    return str(self.fed.get_json("storectl")["primary"])
+                except (httpx.HTTPError, ValueError, KeyError) as exc:
+                    if time.monotonic() > deadline:
+                        raise TargetError(f"the store controller named no primary within {timeout:g} s "
+                                          f"({type(exc).__name__})") from exc
+                    time.sleep(0.2)
+        while True:
+            for name in apps:
+                try:
+                    leader = (self.fed.get_json(name).get("store") or {}).get("leader")
+                except (httpx.HTTPError, ValueError) as exc:
+                    seen = f"{name}: {type(exc).__name__}"
+                    continue
+                if isinstance(leader, str) and leader.startswith("store-"):
+                    return leader.removeprefix("store-")
+                seen = f"{name}: leader {leader!r}"
+            if time.monotonic() > deadline:
+                raise TargetError(f"the store named no leader within {timeout:g} s ({seen})")
+            time.sleep(0.2)
+
     def _apps(self, region: str) -> list[str]:
         return app_instances(self.fed, region)
 
@@ -242,6 +289,13 @@ class LocalTarget:
             return self.fed.admin("controlplane", admin.json(), path=admin.path)
         except FaultError as exc:
             raise TargetError(f"full reconciliation pass failed: {exc}") from exc
+
+    def start_release(self, version: str) -> None:
+        """The control plane's release controller rolls *version* out (:mod:`gameday.fedapp.controlplane.release`)."""
+        try:
+            self.fed.admin("controlplane", {"version": version, "restart_s": RELEASE_RESTART_S}, path="/admin/release")
+        except FaultError as exc:
+            raise TargetError(f"the federation's release controller refused {version}: {exc}") from exc
 
     def release_plan(self) -> list[str]:
         return plan_release(self.regions(), self.topology.primary_region)

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from gameday.errors import FaultError
+from gameday.errors import FaultError, FaultUnavailable
 from gameday.faults.model import Action, FaultCall
 from gameday.fedapp.wire import (
     AdminCall,
@@ -106,6 +106,84 @@ class Stop:
         return f"{verb} {names} ({how})", f"start {names} again on the same address and port"
 
 
+def _has_store_nodes(fed: LocalFederation, call: FaultCall, names: list[str]) -> None:
+    """Refuse *call* (:class:`FaultUnavailable`) unless the federation runs store nodes *names*."""
+    missing = [n for n in names if n not in fed.components]
+    if missing:
+        nodes = sorted(n for n, c in fed.components.items() if c.role == "store")
+        raise FaultUnavailable(f"{call.name}: this federation has no {', '.join(missing)} ("
+                               + (f"its store nodes are {', '.join(nodes)})" if nodes else
+                                  "its topology declares no state layer: add a state: section)"))
+
+
+@dataclass(frozen=True)
+class StopStore(Stop):
+    """:class:`Stop` of a region's store node; a federation without a state layer has none, and
+    the fault is unavailable there (refused before anything is touched)."""
+
+    def _check(self, fed: LocalFederation, call: FaultCall) -> None:
+        _has_store_nodes(fed, call, self._names(call))
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        self._check(fed, call)
+        super().inject(fed, call)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        if all(n in fed.components for n in self._names(call)):
+            super().revert(fed, call)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        self._check(fed, call)
+        return super().plan(fed, call)
+
+
+@dataclass(frozen=True)
+class ReplicationLag:
+    """Hold replication back: ``async``, the store controller's replicator is held
+    (``{"replication": "hold"}``, revert ``run``); ``sync``, one store node that does not lead
+    the data is frozen (SIGSTOP, revert SIGCONT; the node is recorded as ``node``)."""
+
+    def _mode(self, fed: LocalFederation, call: FaultCall) -> str:
+        state = fed.spec.topology.state
+        if state is None or state.mode == "none" or (state.mode == "sync" and state.replicas < 3):
+            raise FaultUnavailable(f"{call.name}: this federation's store has no replication to hold back")
+        return state.mode
+
+    def _follower(self, fed: LocalFederation) -> str:
+        apps = [n for n, c in fed.components.items() if c.role == "app"]
+        for name in apps:
+            try:
+                leader = (fed.get_json(name).get("store") or {}).get("leader")
+            except (httpx.HTTPError, ValueError):
+                continue
+            if isinstance(leader, str) and leader:
+                nodes = sorted(n for n, c in fed.components.items() if c.role == "store" and n != leader)
+                if nodes:
+                    return nodes[0]
+        raise FaultError("replication_lag: no app instance named the store's leader, so no follower to hold back")
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        if self._mode(fed, call) == "async":
+            fed.admin("storectl", {"replication": "hold"})
+            return
+        node = call.params.get("node") or self._follower(fed)
+        call.params["node"] = node
+        fed.pause(node)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        if self._mode(fed, call) == "async":
+            fed.admin("storectl", {"replication": "run"})
+        elif call.params.get("node") in fed.components:
+            fed.resume(str(call.params["node"]))
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        if self._mode(fed, call) == "async":
+            return ("hold the store controller's replicator back (storectl: replication hold)",
+                    "let it copy again (storectl: replication run)")
+        return ("freeze one store node that does not lead the data (SIGSTOP; which one is recorded)",
+                "resume it (SIGCONT)")
+
+
 @dataclass(frozen=True)
 class Freeze:
     """Freeze the components (SIGSTOP: alive, answering nothing); revert resumes them (SIGCONT)."""
@@ -130,6 +208,24 @@ class Freeze:
 
 AdminCalls = list[tuple[str, AdminCall]]
 """``(role, call)``: the admin calls an action makes, each on every process it picks of that role."""
+
+
+@dataclass(frozen=True)
+class FreezeStore(Freeze):
+    """:class:`Freeze` of a region's store node, unavailable (refused before anything is touched)
+    where the federation has no such node, as :class:`StopStore` is."""
+
+    def inject(self, fed: LocalFederation, call: FaultCall) -> None:
+        _has_store_nodes(fed, call, self.who.names(fed, call))
+        super().inject(fed, call)
+
+    def revert(self, fed: LocalFederation, call: FaultCall) -> None:
+        if all(n in fed.components for n in self.who.names(fed, call)):
+            super().revert(fed, call)
+
+    def plan(self, fed: LocalFederation, call: FaultCall) -> tuple[str, str]:
+        _has_store_nodes(fed, call, self.who.names(fed, call))
+        return super().plan(fed, call)
 
 
 def _post(fed: LocalFederation, names: list[str], admin: AdminCall) -> None:
@@ -268,5 +364,8 @@ LOCAL_ACTIONS: Table[LocalAction] = Table("local fault action", {
     "proxy_cut_off": Hook(region_proxy, drop_broadcasts(True), drop_broadcasts(False),
                           ("make {names} drop every version broadcast", "let {names} hear broadcasts again")),
     "region_labels": AgentLabels(),
+    "store_down": StopStore(signal.SIGKILL, note="a file store's data survives on disk, memory does not"),
+    "store_isolated": FreezeStore(one("store-{region}")),
+    "replication_lag": ReplicationLag(),
 })
 """Fault name -> how the local target injects and reverts it."""

@@ -51,7 +51,7 @@ from gameday.runtime.procs import pid_alive, spawn, starttime
 from gameday.runtime.statefile import CorruptFile, read_json_object, write_json_atomic
 from gameday.targets.admin_token import ADMIN_TOKEN_ENV, AdminAuth, issue_admin_token
 from gameday.targets.local.launcher import LauncherClient
-from gameday.targets.local.natsserver import nats_server_argv, wait_for_port
+from gameday.targets.local.natsserver import nats_server_argv, store_node_argv, wait_for_port
 from gameday.targets.local.plan import plan_federation, release_ports
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,8 @@ class LocalFederation:
         add(Component("nats", "nats"))
         add(Component("controlplane", "controlplane"))
         add(Component("gslb", "gslb"))
+        if self.spec.storectl is not None:  # an async state layer's store controller
+            add(Component("storectl", "storectl"))
         for r in self.spec.regions:
             for inst in r.instances:
                 add(Component(f"app-{inst.name}", "app", r.name, inst.name))
@@ -188,6 +190,8 @@ class LocalFederation:
                 add(Component(f"controlplane-{r.name}", "controlplane", r.name))
             add(Component(f"gateway-{r.name}", "gateway", r.name))
             add(Component(f"proxy-{r.name}", "proxy", r.name))
+            if r.store is not None:  # the state layer: the region's store node
+                add(Component(f"store-{r.name}", "store", r.name))
 
     def _add(self, c: Component) -> None:
         self.components[c.name] = c
@@ -229,9 +233,13 @@ class LocalFederation:
         issue_admin_token(self.admin_token_file)
         try:
             self._start_launcher()
+            # The store nodes first (they form their cluster while the rest starts), then the bus.
+            for name, c in self.components.items():
+                if c.role == "store":
+                    self.start_component(name, wait=False)
             self.start_component("nats")
             for name, c in self.components.items():
-                if c.role != "nats":
+                if c.role not in ("nats", "store"):
                     self.start_component(name, wait=False)
             self.wait_ready(timeout)
             # Negative-control defect: proxies that stop refreshing once the federation runs
@@ -282,6 +290,12 @@ class LocalFederation:
                     death_signal=self._death_signal(signal.SIGKILL),
                     stdout=out, stderr=out, start_new_session=True, cwd=self.workdir,
                 )
+            return proc.pid
+        if c.role == "store":
+            with logfile.open("ab") as out:
+                proc = spawn(store_node_argv(self.spec, str(c.region), self.workdir),
+                             death_signal=self._death_signal(signal.SIGKILL),
+                             stdout=out, stderr=out, start_new_session=True, cwd=self.workdir)
             return proc.pid
         client = LauncherClient(self.launcher_sock)
         req = {"op": "spawn", "role": c.role, "spec": str(self.spec_path), "region": c.region,
@@ -412,6 +426,10 @@ class LocalFederation:
         s = self.spec
         if c.role == "nats":
             return Endpoint(host="127.0.0.1", port=s.nats_port)
+        if c.role == "store":
+            store = s.region(str(c.region)).store
+            assert store is not None, f"{name}: a store node in a federation without a state layer"
+            return store
         if c.role == "controlplane":
             if c.region is not None:
                 regional = s.region(c.region).control_plane
@@ -420,6 +438,9 @@ class LocalFederation:
             return s.control_plane
         if c.role == "gslb":
             return s.gslb_http
+        if c.role == "storectl":
+            assert s.storectl is not None, f"{name}: a store controller in a federation without async state"
+            return s.storectl
         assert c.region is not None
         r = s.region(c.region)
         if c.role == "app":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import time
 from pathlib import Path
 
 from gameday.errors import ComponentFailed, GamedayError, TargetError
+from gameday.fedapp.spec import FederationSpec
 
 
 def nats_server_binary() -> str:
@@ -37,6 +39,28 @@ def nats_server_argv(host: str, port: int, store_dir: Path, name: str = "gameday
         "--store_dir", str(store_dir),
         "--server_name", name,
     ]
+
+
+def store_node_argv(spec: FederationSpec, region: str, workdir: Path) -> list[str]:
+    """The command line of *region*'s store node (the state layer, DESIGN.md section 9): a
+    JetStream server clustered with every other region's node, tagged with its region, its
+    configuration written to ``<workdir>/store-<region>.conf`` and its data under
+    ``<workdir>/store-<region>/`` (a restart after ``kill -9`` finds a file store's data there)."""
+    me = spec.region(region)
+    if me.store is None or me.store_cluster is None:
+        raise TargetError(f"region {region} has no store node (the topology has no state layer)")
+    routes = [f"nats://{r.store_cluster.host}:{r.store_cluster.port}" for r in spec.regions
+              if r.store_cluster is not None and r.name != region]
+    conf = workdir / f"store-{region}.conf"
+    conf.write_text(json.dumps({
+        "server_name": f"store-{region}",
+        "listen": f"{me.store.host}:{me.store.port}",
+        "server_tags": [f"region:{region}"],
+        "jetstream": {"store_dir": str(workdir / f"store-{region}")},
+        "cluster": {"name": f"gd-{spec.run_id}", "listen": f"{me.store_cluster.host}:{me.store_cluster.port}",
+                    "routes": routes, "no_advertise": True},
+    }, indent=2), encoding="utf-8")  # NATS configuration is a superset of JSON
+    return [nats_server_binary(), "--config", str(conf)]
 
 
 def wait_for_port(host: str, port: int, timeout: float, what: str, *, proc: subprocess.Popen[bytes] | None = None,

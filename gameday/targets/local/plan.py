@@ -23,10 +23,14 @@ GLOBAL_HOST = "127.0.0.1"
 def release_ports(spec: FederationSpec) -> None:
     """Give back the ports *spec* reserved (when its federation has stopped)."""
     ports = {spec.nats_port, spec.control_plane.port, spec.gslb_dns.port, spec.gslb_http.port, spec.gateway_port}
+    if spec.storectl is not None:
+        ports.add(spec.storectl.port)
     for r in spec.regions:
         ports |= {r.proxy.port, r.agent.port, *(i.endpoint.port for i in r.instances)}
         if r.control_plane is not None:
             ports.add(r.control_plane.port)
+        if r.store is not None and r.store_cluster is not None:
+            ports |= {r.store.port, r.store_cluster.port}
     release(ports | {ep.port for ep in spec.admin.values()})
 
 
@@ -67,12 +71,27 @@ def new_run_id() -> str:
     return f"{os.getpid()}-{secrets.token_hex(4)}"
 
 
+STORE_NODES = 3
+"""Store nodes at most (a Raft group of 3 survives one node's loss; more only costs CPU)."""
+
+
+def store_node_regions(topology: Topology) -> list[str]:
+    """The regions that run a store node (a state layer): the primary region, then the next
+    ones in topology order, :data:`STORE_NODES` at most; none without a state layer."""
+    if topology.state is None:
+        return []
+    names = [r.name for r in topology.regions]
+    primary = topology.primary_region
+    return [primary, *(n for n in names if n != primary)][:STORE_NODES]
+
+
 def plan_federation(topology: Topology, workdir: Path, run_id: str | None = None, *,
                     separate_admin: bool = False) -> FederationSpec:
     """Assign addresses and free ports to every component of *topology*.
 
     Region N (1-based, in file order) gets 127.0.N.0/24: gateway .1, proxy .2,
-    agent .3, the regional control plane .4 (regional layout only), app instance k at
+    agent .3, the regional control plane .4 (regional layout only), the store node .5
+    (a state layer only), app instance k at
     .(10+k). Global components are on 127.0.0.1. With *separate_admin* every HTTP
     component also gets an admin port of its own on its own address (``spec.admin``).
     """
@@ -89,6 +108,7 @@ def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) ->
     free_port = picker.free_port
     gateway_hosts = [region_address(i + 1, 1) for i in range(len(topology.regions))]
     gw_port = _common_free_port(picker, gateway_hosts, 200)
+    store_regions = store_node_regions(topology)
     regions: list[RegionSpec] = []
     for i, r in enumerate(topology.regions):
         n = i + 1
@@ -96,6 +116,10 @@ def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) ->
         cp_host = region_address(n, 4)
         regional_cp = (Endpoint(host=cp_host, port=free_port(cp_host)) if topology.layout == "regional"
                        else None)
+        store_host = region_address(n, 5)
+        store, store_cluster = ((Endpoint(host=store_host, port=free_port(store_host)),
+                                 Endpoint(host=store_host, port=free_port(store_host)))
+                                if r.name in store_regions else (None, None))
         instances = []
         for k in range(1, r.instances + 1):
             host = region_address(n, 10 + k)
@@ -116,6 +140,8 @@ def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) ->
                 quota=dict(r.quota),
                 labels=dict(r.labels),
                 control_plane=regional_cp,
+                store=store,
+                store_cluster=store_cluster,
             )
         )
     nats_port = free_port()
@@ -130,4 +156,6 @@ def _plan(picker: PortPicker, topology: Topology, workdir: Path, run_id: str) ->
         gslb_http=Endpoint(host=GLOBAL_HOST, port=free_port()),
         gateway_port=gw_port,
         regions=regions,
+        storectl=(Endpoint(host=GLOBAL_HOST, port=free_port())
+                  if topology.state is not None and topology.state.replication == "async" else None),
     )

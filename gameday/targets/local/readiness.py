@@ -100,18 +100,38 @@ def _not_ready(fed: LocalFederation, versions: bool = True, seen_ready: set[str]
             reasons.append(f"{name}: v{st.get('version')} routes {st.get('routable_regions')} (cp v{version})")
     seen_ready = set() if seen_ready is None else seen_ready
     for name, c in fed.components.items():
-        if c.role in ("app", "agent", "gslb") and name not in seen_ready:
+        if c.role in ("app", "agent", "gslb", "storectl") and name not in seen_ready:
             try:
                 fed.get_json(name, "/readyz")
                 seen_ready.add(name)  # once ready, liveness (pid) is checked above; no re-poll
             except (httpx.HTTPError, ValueError) as exc:
                 reasons.append(f"{name}: /readyz {type(exc).__name__}")
+    if fed.spec.topology.state is not None:
+        reasons += _store_not_ready(fed, seen_ready)
     if not reasons:
         try:
             if not query_gslb(fed):
                 reasons.append("gslb: empty answer")
         except (dns.exception.DNSException, OSError) as exc:
             reasons.append(f"gslb: {type(exc).__name__}")
+    return reasons
+
+
+def _store_not_ready(fed: LocalFederation, seen_ready: set[str]) -> list[str]:
+    """Every app instance connected to the store, with the data stream made (a state layer)."""
+    reasons = []
+    for name, c in fed.components.items():
+        if c.role != "app" or f"{name} store" in seen_ready:
+            continue
+        try:
+            store = fed.get_json(name).get("store") or {}
+        except (httpx.HTTPError, ValueError) as exc:
+            reasons.append(f"{name}: /status {type(exc).__name__}")
+            continue
+        if store.get("ready") and store.get("connected"):
+            seen_ready.add(f"{name} store")
+        else:
+            reasons.append(f"{name}: store not ready ({store.get('error') or 'no store status'})")
     return reasons
 
 
@@ -169,4 +189,10 @@ def status_table(fed: LocalFederation) -> str:
             f"{len(ready)}/{len(r.instances):<8} {gw.get('version', '-')!s:>6} {px.get('version', '-')!s:>9} "
             f"{dns_state:<8}"
         )
+    if s.topology.state is not None:
+        first_app = next((n for n, c in fed.components.items() if c.role == "app"), None)
+        store = (_get(fed, first_app).get("store") or {}) if first_app else {}
+        nodes = ", ".join(f"{r.store.host}:{r.store.port}" for r in s.regions if r.store is not None)
+        lines += ["", f"  store: JetStream stream {store.get('stream', '?')}, {s.topology.state.replicas} "
+                      f"replica(s) ({s.topology.state.storage}), leader {store.get('leader') or '?'}; nodes {nodes}"]
     return "\n".join(lines)
