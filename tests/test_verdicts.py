@@ -103,6 +103,16 @@ def test_versions_must_rise_for_the_fault_and_the_restore_and_never_fall() -> No
     assert version_check(flat, 1.0, 4.0, 6.5, require_increments=False).passed
 
 
+def test_a_version_rise_during_a_slow_injection_call_counts_for_the_fault() -> None:
+    # The landing CI of 2026-12-07: a stopped gateway refused its checks at the signal and the
+    # control plane excluded it (v19) before the process exited 1.4 s later, when the call returned.
+    tl = Timeline(cp=[CpObs(0.0, 18), CpObs(1.0, 18), CpObs(1.6, 19), CpObs(3.0, 19), CpObs(5.0, 20)])
+    assert "did not increase for the fault" in version_check(tl, 2.4, 4.0, 6.0).detail
+    assert version_check(tl, 2.4, 4.0, 6.0, t_call=1.0).passed
+    # Negative control: a rise before the call started is not the fault's.
+    assert "did not increase for the fault (stayed at v19" in version_check(tl, 2.4, 4.0, 6.0, t_call=2.0).detail
+
+
 def test_static_headroom_shows_the_arithmetic() -> None:
     assert static_headroom({"a": 80, "b": 80, "c": 80}, 60, 0.2).passed
     c = static_headroom({"a": 80, "b": 30, "c": 30}, 60, 0.2)

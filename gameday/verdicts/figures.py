@@ -187,7 +187,8 @@ class DrillFigures:
         region = self.fault.region
         regional = region if (self.instance_outage and region is not None
                               and any(o.region == region for o in tl.regional_cp)) else None
-        return version_check(tl, self.fault.t_fault, self._restore_from, end, regional=regional)
+        return version_check(tl, self.fault.t_fault, self._restore_from, end, regional=regional,
+                             t_call=self.fault.t_call)
 
     def not_applicable(self) -> dict[str, str]:
         """Verdict -> why it has no input here (only the verdicts that have none; each

@@ -260,12 +260,17 @@ class Check:
 
 
 def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: float,
-                  require_increments: bool = True, *, regional: str | None = None) -> Check:
+                  require_increments: bool = True, *, regional: str | None = None,
+                  t_call: float | None = None) -> Check:
     """The control-plane version never decreases, increases for the fault and again for
     the restore (unless *require_increments* is False), and every entry node's version
     sequence is monotonic.
 
     Args:
+        t_call: the injection call's start. The fault may take effect anywhere during the
+            call (a stopped gateway refuses its health checks at the signal, and its exit,
+            when the call returns, can come a second later on a busy machine), so an
+            increase seen after the call started counts for the fault.
         regional: judge that region's own control plane (:attr:`Timeline.regional_cp`, the
             regional layout of R14: a fault on the region's instances moves its regional
             version) instead of the global one.
@@ -289,9 +294,10 @@ def version_check(tl: Timeline, t_fault: float, t_restore: float | None, until: 
                 problems.append(f"{what} ({source}) went back from v{a.version} to "
                                 f"v{b.version} at {_rel(b.t, t_fault)}")
                 break
-    before = max((c.version for c in cp if c.t <= t_fault and c.version is not None), default=None)
+    start = t_fault if t_call is None else min(t_call, t_fault)
+    before = max((c.version for c in cp if c.t <= start and c.version is not None), default=None)
     end_fault = t_restore if t_restore is not None else until
-    during = [c.version for c in cp if t_fault < c.t <= end_fault and c.version is not None]
+    during = [c.version for c in cp if start < c.t <= end_fault and c.version is not None]
     if before is None:
         problems.append(f"no {what} observed before the fault")
     elif require_increments and (not during or max(during) <= before):

@@ -108,7 +108,8 @@ class DrillResult(PredictionVerdicts):
         with self._verdict("versions") as m:
             tl = self.timeline.copy()
             end = self.fault.t_restored or time.monotonic()
-            c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False)
+            c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False,
+                              t_call=self.fault.t_call)
             m.figure, m.limit = c.detail[:120], "never back"
             if not c.passed:
                 m.exact = True  # a version seen lower after higher: no poll rate explains it
@@ -289,7 +290,8 @@ class DrillResult(PredictionVerdicts):
             out["versions"] = {"passed": None, "detail": NA + na["versions"]}
         else:
             v = version_check(self.timeline.copy(), self.fault.t_fault, self._restore_from, end,
-                              require_increments=self.removes_region and self.switchover_observed)
+                              require_increments=self.removes_region and self.switchover_observed,
+                              t_call=self.fault.t_call)
             out["versions"] = {"passed": v.passed, "detail": v.detail}
         out["stale_alarms"] = [] if "stale_alarms" in na else self.stale_alarm_events()
         out["not_applicable"] = na
