@@ -70,8 +70,11 @@ _HELP = {
 class App(HttpComponent):
     """One app instance's state and handlers."""
 
-    def __init__(self, region: RegionSpec, inst: InstanceSpec, log: JsonLog, store: DataStore | None = None) -> None:
+    def __init__(self, region: RegionSpec, inst: InstanceSpec, log: JsonLog, store: DataStore | None = None,
+                 *, livez_follows_readyz: bool = False) -> None:
         self.region = region
+        self.livez_follows_readyz = livez_follows_readyz
+        """The R11 defect: ``/livez`` fails whenever the instance is unready."""
         self.store = store
         self.inst = inst
         self.log = log
@@ -205,6 +208,8 @@ class App(HttpComponent):
         return json_response({"found": found, "failed": failed, "region": self.region.name})
 
     def live(self) -> bool:
+        if self.livez_follows_readyz and self.ready_fault.failing():
+            return False  # the R11 defect: liveness coupled to readiness
         return not self.livez_failing
 
     def status(self) -> Json:
@@ -273,7 +278,7 @@ async def serve(spec: FederationSpec, region: str | None, instance: str | None, 
     reg, inst = spec.instance(instance)
     log = JsonLog(f"app-{instance}")
     store = DataStore(spec, reg, log) if spec.topology.state is not None else None
-    app = App(reg, inst, log, store)
+    app = App(reg, inst, log, store, livez_follows_readyz=reg.name in spec.topology.defects.livez_follows_readyz)
     runner = await start_http(app, inst.endpoint.host, inst.endpoint.port, log, spec.admin.get(f"app-{instance}"))
     log("started", endpoint=inst.endpoint.url, capacity_rps=inst.capacity_rps)
     store_task = asyncio.create_task(store.run(stop)) if store is not None else None

@@ -152,12 +152,14 @@ def routable_regions(entries: dict[str, Json], regions: list[str]) -> list[str]:
     return [r for r in regions if region_routable(entries, r)]
 
 
-def merge_slow(slow: dict[str, Json], primary: str) -> Json:
+def merge_slow(slow: dict[str, Json], primary: str, *, auto_merge: bool = False) -> Json:
     """Merge regions' labels; on a conflict the primary's value wins, never an auto-merge (R3).
 
     Args:
         slow: region -> ``{"quota": {...}, "labels": {...}}``.
         primary: the designated primary region.
+        auto_merge: the ``slow_auto_merge`` defect (negative controls only): the conflict goes
+            to the first region in name order whose value differs from the primary's.
 
     Returns:
         ``{"labels": {...}, "conflicts": [{"key", "values", "winner"}...]}`` where a
@@ -176,8 +178,10 @@ def merge_slow(slow: dict[str, Json], primary: str) -> Json:
             labels[k] = next(iter(seen.values()))
             continue
         winner = primary if primary in seen else None
+        if auto_merge and winner is not None:
+            winner = next(r for r in sorted(seen) if str(seen[r]) != str(seen[primary]))
         if winner is not None:
-            labels[k] = seen[primary]
+            labels[k] = seen[winner]
         conflicts.append({"key": k, "values": dict(sorted(seen.items())), "winner": winner})
     return {"labels": labels, "conflicts": conflicts}
 

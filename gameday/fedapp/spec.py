@@ -121,6 +121,12 @@ class AppDefects(_Spec):
     """Seconds the control plane's consumer waits before applying each event (R13)."""
     release_all_at_once: bool = False
     """The release controller upgrades every instance of every region at once (R12)."""
+    reconcile_every: float = 0.0
+    """Seconds between the control plane's full passes, whatever its interval states (R3); 0: as stated."""
+    livez_follows_readyz: list[str] = Field(default_factory=list)
+    """Regions whose app instances fail ``/livez`` whenever they are unready (R11)."""
+    slow_auto_merge: bool = False
+    """A label conflict goes to a non-primary region's value, not the primary's (R3)."""
 
 
 class AppState(_Spec):

@@ -215,6 +215,18 @@ class Defects(_Model):
     release_all_at_once: bool = Field(False, strict=True)
     """The federation's release controller upgrades every instance of every region at the same
     moment instead of region by region (R12 broken)."""
+    reconcile_every: float = Field(0.0, ge=0, le=3600, strict=True)
+    """Seconds between the control plane's full reconciliation passes, whatever
+    ``timing.reconcile_interval`` states (0: as stated): slow state (labels, quotas) travels
+    near-real-time on a pass every few moments (R3 broken: its cadence)."""
+    livez_follows_readyz: list[str] = Field(default_factory=list)
+    """Regions whose app instances answer ``/livez`` as they answer ``/readyz``: an instance that
+    is only unready reads as dead, and a kubelet would restart it (R11 broken: liveness coupled
+    to readiness)."""
+    slow_auto_merge: bool = Field(False, strict=True)
+    """On a label conflict the control plane keeps a non-primary region's value (the first
+    region in name order whose value differs from the primary's) instead of the designated
+    primary's: an auto-merge that lets any region override the primary (R3 broken: the conflict)."""
 
 
 Replication = Literal["sync", "async", "none"]
@@ -358,7 +370,7 @@ class Topology(_Model):
             if r.fallback == r.name:
                 raise ValueError(f"regions[{i}].fallback: a region cannot fall back to itself ({shown(r.name)})")
         for fld in ("proxy_never_refresh", "gateway_no_fallback", "gateway_needs_sync", "proxy_needs_sync",
-                    "proxy_full_pulls", "proxy_no_stale_alarm"):
+                    "proxy_full_pulls", "proxy_no_stale_alarm", "livez_follows_readyz"):
             for r in getattr(self.defects, fld):
                 if r not in seen:
                     raise ValueError(f"defects.{fld}: got {shown(r)}, expected one of {sorted(seen)}")

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gameday.fedapp.snapshot import Replica, Snapshot
+from gameday.fedapp.snapshot import Replica, Snapshot, merge_slow
 from gameday.fedapp.wire import Event
 
 KEYS = ["region/a/instance/a-1", "region/a/instance/a-2", "region/a/gateway", "region/b/gateway"]
@@ -141,3 +141,14 @@ def test_set_entry_does_not_block_a_later_event() -> None:
     assert snap.apply_event(Event("a", 5, 10, KEYS[0], {"healthy": True}, 0.0)) is True
     assert snap.entries[KEYS[0]] == {"healthy": True}
     assert snap.version == 3
+
+
+def test_the_primary_wins_a_label_conflict_and_the_auto_merge_defect_breaks_exactly_that() -> None:
+    slow = {"a": {"labels": {"tier": "gold", "zone": "x"}}, "b": {"labels": {"tier": "gold-b", "zone": "x"}},
+            "c": {"labels": {"tier": "gold"}}}
+    merged = merge_slow(slow, "a")
+    assert merged["labels"] == {"tier": "gold", "zone": "x"}
+    assert merged["conflicts"] == [{"key": "tier", "values": {"a": "gold", "b": "gold-b", "c": "gold"}, "winner": "a"}]
+    broken = merge_slow(slow, "a", auto_merge=True)
+    assert broken["labels"] == {"tier": "gold-b", "zone": "x"}  # b overrode the primary; the rest as before
+    assert broken["conflicts"][0]["winner"] == "b"

@@ -116,3 +116,41 @@ def test_a_release_controller_updating_every_region_at_once_fails_r12(broken_run
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*expected the release of r12-* to go region by region*began updating before * "
                                  "served the new version ready (two regions mid-update at once)*"])
+
+
+def test_a_control_plane_reconciling_every_half_second_fails_r3(broken_run):
+    # Slow state on a pass every 0.5 s arrives near-real-time: R3 observes the cadence (its
+    # forced pass alone would have hidden it), not only the labels' arrival.
+    result = broken_run(["conformance/test_r03_slow_state.py"], {"defects": {"reconcile_every": 0.5}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected at most 1 full reconciliation pass(es) in the * s window (the federation "
+                                 "states reconcile_interval = 300 s); * ran: slow state is reconciled near-real-time*"])
+
+
+def test_a_federation_stating_a_4_s_reconcile_interval_passes_r3_on_its_own_pass(broken_run):
+    # The cadence observed, not forced: R3 waits for the federation's own next pass.
+    result = broken_run(["conformance/test_r03_slow_state.py"], {"timing": {"reconcile_interval": 4}})
+    result.assert_outcomes(passed=1)
+
+
+def test_a_control_plane_never_running_its_stated_pass_fails_r3(broken_run):
+    # It states a pass every 4 s and runs one every hour: slow state arrives only when forced.
+    result = broken_run(["conformance/test_r03_slow_state.py"],
+                        {"timing": {"reconcile_interval": 4}, "defects": {"reconcile_every": 3600}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected the federation's own full reconciliation pass within its stated "
+                                 "reconcile_interval = 4 s (+2 s); none ran in 6 s*"])
+
+
+def test_a_control_plane_auto_merging_a_label_conflict_fails_r3(broken_run):
+    result = broken_run(["conformance/test_r03_slow_state.py"], {"defects": {"slow_auto_merge": True}})
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*expected the primary a to win the conflict on label *"])
+
+
+def test_instances_whose_liveness_follows_readiness_fail_r11(broken_run):
+    result = broken_run(["conformance/test_r11_workload_hygiene.py"], {"defects": {"livez_follows_readyz": ALL}},
+                        "-k", "unready_instance_stays_live")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*expected /livez of ?'s unready instances to stay 200 (not ready is no reason "
+                                 "to restart); statuses *500*"])

@@ -120,24 +120,58 @@ class CachingUser(base.GamedayUser):
 '''
 
 
-def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_vs_prediction(broken_run, pytester):
+CACHING_DRILL = '''
+"""The headline drill, but client recovery judged against a 4 s limit too, and on past it."""
+import pytest
+
+
+@pytest.mark.gameday
+def test_caching_clients(drill, load):
+    region = drill.pick_region()
+    with drill.fault("gateway_down", region) as fault:
+        result = drill.observe_switchover(fault)
+    result.assert_switchover_under()
+    result.assert_dns_converged()
+    result.assert_headroom()
+    try:
+        result.assert_client_recovered(4.0)
+    except AssertionError as exc:
+        print(f"LIMIT FAILED: {exc}")
+    else:
+        print("LIMIT PASSED")
+    result.assert_versions_incremented()
+    result.assert_no_stale_snapshot_alarms()
+    result.assert_as_predicted()
+'''
+
+
+def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_against_its_limit_and_prediction(
+        broken_run, pytester):
     # Each of the 200 clients (0.3 requests/s each) holds an answer for 10 s, at a phase uniform
     # over those 10 s (the load's clients are independent), so about 74 % of them hold their
     # answer past the predicted 2.6 s after the fault, half of those (region a's share) the
-    # failed region: ~37 % errors in the window after 2.6 s, against the 1 % SLO. The control
-    # passes only if none of ~148 clients holds region a: 0.5^148. (The old lockstep load
-    # re-resolved every user at one moment, anywhere in 10 s: two fresh-clone CI runs passed
-    # this control before its users were staggered by hand.) Many clients fail at once: the
-    # stop condition (50 % errors for 5 s) is raised so that it does not abort the drill.
+    # failed region: ~37 % errors in the window after 2.6 s, against the 1 % SLO, and still
+    # ~30 % at 4 s, the limit this drill states. The control passes only if none of ~148
+    # clients holds region a: 0.5^148. (The old lockstep load re-resolved every user at one
+    # moment, anywhere in 10 s: two fresh-clone CI runs passed this control before its users
+    # were staggered by hand.) Many clients fail at once: the stop condition (50 % errors for
+    # 5 s) is raised so that it does not abort the drill. One run kills both verdicts: the
+    # limit's failure is caught and printed, and the drill goes on to its prediction.
     (pytester.path / "caching_locustfile.py").write_text(CACHING_LOCUSTFILE)
-    seed = seed_picking("a", HEADLINE_ID)
-    result = broken_run([HEADLINE], TTL_1, f"--gameday-seed={seed}", *OPTS,
+    pytester.makepyfile(test_caching_drill=CACHING_DRILL)
+    seed = seed_picking("a", "test_caching_drill.py::test_caching_clients")
+    result = broken_run([], TTL_1, f"--gameday-seed={seed}", *OPTS,
                         "--gameday-locustfile=caching_locustfile.py", "--gameday-stop-error-ratio=0.95")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*AssertionError: not as predicted: client_recovery vs prediction: client "
+    result.stdout.fnmatch_lines(["*LIMIT FAILED: clients did not recover within 4 s: *",
+                                 "*AssertionError: not as predicted: client_recovery vs prediction: client "
                                  "recovery * later than predicted 0.00-2.60 s*clients kept the old address past "
                                  "the TTL*"])
-    _only_failed(pytester, "client_recovery_vs_prediction")
+    verdicts = _verdicts(pytester.path)
+    assert {n for n, o in verdicts.items() if o == "fail"} == {"client_recovery", "client_recovery_vs_prediction"}, \
+        verdicts
+    for limit in ("switchover", "dns_convergence", "versions", "headroom", "stale_alarms"):
+        assert verdicts[limit] == "pass", verdicts
 
 
 LATE_FAULT_CONFTEST = '''

@@ -45,7 +45,9 @@ class ControlPlane(ControlPlaneHttp):
         self.consumer = EventConsumer(self.rt, self.scope, self.store, self._ensure_jetstream,
                                       event_delay=topo.defects.cp_event_delay)
         self.reconciler = Reconciler(self.rt, self.scope, self.store, run_id=spec.run_id,
-                                     primary=topo.primary_region, interval=topo.timing.reconcile_interval)
+                                     primary=topo.primary_region,
+                                     interval=topo.defects.reconcile_every or topo.timing.reconcile_interval,
+                                     auto_merge=topo.defects.slow_auto_merge)
         self.liveness = Liveness(self.rt, self.scope, self.store, self.reconciler,
                                  timeout=topo.timing.region_timeout)
         self.serving = (ServingReporter(self.rt, self.scope.region, run_id=spec.run_id)

@@ -36,13 +36,15 @@ class Reconciler:
     """Reconciliation passes and region syncs, and their counters."""
 
     def __init__(self, rt: Runtime, scope: Scope, store: SnapshotStore, *, run_id: str, primary: str,
-                 interval: float) -> None:
+                 interval: float, auto_merge: bool = False) -> None:
         self.rt = rt
         self.scope = scope
         self.store = store
         self.run_id = run_id
         self.primary = primary
         self.interval = interval
+        self.auto_merge = auto_merge
+        """The ``slow_auto_merge`` defect: a conflict goes to a non-primary region (R3 broken)."""
         self.passes = 0
         self.region_syncs = 0
         self.last_at: float | None = None
@@ -121,7 +123,7 @@ class Reconciler:
                                           "labels": dict(slow.get("labels") or {})})
             known = {r: s.entries[slow_key(r)] for r in self.scope.regions if slow_key(r) in s.entries}
             if known and self.scope.slow:
-                s.set_entry(MERGED_SLOW_KEY, merge_slow(known, self.primary))
+                s.set_entry(MERGED_SLOW_KEY, merge_slow(known, self.primary, auto_merge=self.auto_merge))
 
         return fn
 
