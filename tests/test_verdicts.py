@@ -18,7 +18,7 @@ from gameday.model.timeline import (
 )
 from gameday.runtime.settings import SLO
 from gameday.verdicts.capacity import dynamic_headroom, static_headroom
-from gameday.verdicts.measure import client_recovery, dns_convergence, switchover, version_check
+from gameday.verdicts.measure import client_recovery, dns_convergence, read_latency, switchover, version_check
 from gameday.verdicts.result import DrillResult
 
 NODES = ("gateway-a", "proxy-a", "gateway-c", "proxy-c")
@@ -254,3 +254,13 @@ def test_abort_reason_names_the_signal_or_the_error_and_spares_a_verdict() -> No
     assert abort_reason(RuntimeError("first\nsecond")) == "RuntimeError: first"
     assert abort_reason(OSError()) == "OSError"
     assert abort_reason(AssertionError("switchover 200 s > 180 s")) is None  # observed: the figures stand
+
+
+def test_read_latency_is_over_the_requests_served_between_the_fault_and_its_revert() -> None:
+    reqs = [RequestRec(t / 10, 200, 0.010 + t / 10_000) for t in range(300)]  # 0-30 s
+    reqs += [RequestRec(12.0, 0, 5.0), RequestRec(12.5, 503, 2.0)]  # failures are not latency
+    lat = read_latency(reqs, 10.0, 20.0)
+    assert lat is not None
+    assert (lat["n"], lat["failed"], lat["to_s"]) == (101, 2, 10.0)
+    assert lat["p50_s"] == pytest.approx(0.025) and lat["p99_s"] == pytest.approx(0.0299)
+    assert read_latency(reqs, 40.0, 50.0) is None  # nothing sent then: no figure, not 0 ms

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gameday.model.timeline import CpObs, NodeObs, RequestRec, Timeline
-from gameday.verdicts.stats import FALSE_FAILURE, probability, ratio_above
+from gameday.verdicts.stats import FALSE_FAILURE, p50_p99, probability, ratio_above
 
 Definition = Literal["entry-node versions", "routable sets", "dns answers"]
 """How switchover was measured (DESIGN.md §7): the §4 definition where every surviving entry
@@ -246,6 +246,18 @@ def client_recovery(
                   f"no {window:g} s window after the fault had an error ratio <= {slo:.2%} "
                   f"(worst window {worst:.1%}; observed until {_rel(until, t_fault)}; every window shown above "
                   f"it at false-failure probability <= {FALSE_FAILURE:g}, binomial bound on its request counts)")
+
+
+def read_latency(requests: Iterable[RequestRec], lo: float, hi: float) -> dict[str, object] | None:
+    """p50/p99 of the client requests sent in ``[lo, hi]`` that were served (neither a transport
+    error nor a 5xx; the checklist's "latency during the switchover"), and how many were and were
+    not; None when no request was served in it."""
+    sent = [r for r in requests if lo <= r.t <= hi]
+    q = p50_p99([r.latency for r in sent if not r.failed])
+    if q is None:
+        return None
+    return {"p50_s": round(q[0], 4), "p99_s": round(q[1], 4), "n": q[2], "failed": len(sent) - q[2],
+            "from_s": 0.0, "to_s": round(hi - lo, 3)}
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,15 @@ def figure_cell(name: str) -> Callable[[Summary], str]:
     return cell
 
 
+def _client_recovery_cell(d: Summary) -> str:
+    """Client recovery, and the p99 latency of the requests served during the fault."""
+    cell = figure_cell("client_recovery")(d)
+    lat = d.get("read_latency")
+    if cell == "-" or not isinstance(lat, dict) or lat.get("p99_s") is None:
+        return cell
+    return f"{cell} p99 {lat['p99_s'] * 1000:.0f}ms"
+
+
 def _versions_cell(d: Summary) -> str:
     return na_cell(d, "versions") or ("ok" if (d.get("versions") or {}).get("passed") else "FAIL")
 
@@ -550,8 +559,9 @@ VERDICTS = VerdictTable((
         judged="at most the limit (the SLO, 180 s)"),
     VerdictKind(
         name="client_recovery", title="client recovery", unit="s", column="client recovery",
-        cell=figure_cell("client_recovery"), in_line=True, asserts=("assert_client_recovered",),
-        measures="start of the first recovery window whose client error ratio is within the SLO, minus t_fault",
+        cell=_client_recovery_cell, in_line=True, asserts=("assert_client_recovered",),
+        measures="start of the first recovery window whose client error ratio is within the SLO, minus t_fault "
+                 "(beside it, the p99 latency of the requests served between the fault and its revert)",
         judged="at most the limit (the SLO, 180 s); false-failure probability <= 0.001"),
     VerdictKind(
         name="versions", title="control-plane and entry-node versions", unit="", column="versions",

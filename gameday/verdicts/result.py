@@ -33,6 +33,7 @@ from gameday.verdicts.judged import Verdict, VerdictHook
 from gameday.verdicts.measure import (
     Check,
     Figure,
+    read_latency,
     version_check,
 )
 from gameday.verdicts.predict import FIGURES
@@ -285,6 +286,9 @@ class DrillResult(PredictionVerdicts):
                              "window": self.prediction.window(n).shown()}
                 out["vs_prediction"] = vs
         end = self.fault.t_restored or time.monotonic()
+        # Latency during the fault (the checklist's figure): the requests sent until the revert.
+        out["read_latency"] = read_latency(self.timeline.copy().requests, self.fault.t_fault,
+                                           self.fault.t_revert or end)
         na = self.not_applicable()
         if "versions" in na:
             out["versions"] = {"passed": None, "detail": NA + na["versions"]}

@@ -35,6 +35,7 @@ from typing import Literal
 
 from gameday.model.timeline import FaultWindow, ReadRec, Timeline, WriteRec
 from gameday.verdicts.predict import Window
+from gameday.verdicts.stats import p50_p99
 
 
 @dataclass(frozen=True)
@@ -266,14 +267,7 @@ def write_recovery(tl: Timeline, t_fault: float) -> WriteRecovery:
 
 def write_latency(tl: Timeline, lo: float, hi: float) -> tuple[float, float, int] | None:
     """``(p50, p99, n)`` of the acknowledged writes sent in ``[lo, hi]``, seconds (None: none)."""
-    lat = sorted(w.t_done - w.t for w in tl.writes if w.outcome == "ack" and w.kind == "write" and lo <= w.t <= hi)
-    if not lat:
-        return None
-
-    def q(p: float) -> float:
-        return lat[min(len(lat) - 1, int(p * len(lat)))]
-
-    return q(0.5), q(0.99), len(lat)
+    return p50_p99([w.t_done - w.t for w in tl.writes if w.outcome == "ack" and w.kind == "write" and lo <= w.t <= hi])
 
 
 def outcomes(tl: Timeline, kind: str = "write") -> dict[str, int]:

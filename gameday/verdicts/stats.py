@@ -96,6 +96,18 @@ def one_per_second(times: Sequence[float], spacing: float = 1.0) -> list[int]:
     return keep
 
 
+def p50_p99(values: Sequence[float]) -> tuple[float, float, int] | None:
+    """``(p50, p99, n)`` of *values* (nearest rank, no interpolation); None when empty."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+
+    def q(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+    return q(0.5), q(0.99), len(ordered)
+
+
 def probability(p: float) -> str:
     """A probability as the verdicts print it: ``0.23``, ``4.1e-5``, ``0`` (below 1e-300)."""
     if p <= 0.0:
