@@ -328,12 +328,8 @@ class KubeTarget:
         recorded = dict(params)
         inject = plan.plan_inject(self.topology, kind, region, recorded, plan.Observed.desired(self.topology))
         revert = plan.plan_revert(self.topology, kind, region, recorded)
-        perms = [p for p in rbac.needed(inject, revert) if p not in self._allowed]
-        lacking = rbac.missing(perms, self.clusters.access_review)
-        self._allowed |= {p for p in perms if not any(line.startswith(f"{p.cluster}: {p.describe()}")
-                                                    for line in lacking)}
-        return [line.replace(f"{c}: ", f"{c} (context {self.contexts.get(c)}): ", 1) for line in lacking
-                for c in [line.split(":", 1)[0]]]
+        return rbac.missing_once(rbac.needed(inject, revert), self.clusters.access_review, self._allowed,
+                                 self.contexts)
 
     def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
         observed = plan.Observed.desired(self.topology) if self.dry_run else self._observe(kind, region)

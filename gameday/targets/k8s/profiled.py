@@ -196,14 +196,8 @@ class ProfileKubeTarget:
         """What the credentials lack for the fault and its inverse (SelfSubjectAccessReview per
         permission, :mod:`gameday.targets.k8s.rbac`); each context's answer is asked once per run."""
         inject, revert = pp.plan_inject(self._locate(kind, region, params), pp.Observed())
-        return self._missing(rbac.needed(inject, revert))
-
-    def _missing(self, perms: list[rbac.Permission]) -> list[str]:
-        lacking = rbac.missing([p for p in perms if p not in self._allowed], self.clusters.access_review)
-        self._allowed |= {p for p in perms if not any(line.startswith(f"{p.cluster}: {p.describe()}")
-                                                    for line in lacking)}
-        return [line.replace(f"{c}: ", f"{c} (context {self.contexts[c]}): ", 1) for line in lacking
-                for c in [line.split(":", 1)[0]]]
+        return rbac.missing_once(rbac.needed(inject, revert), self.clusters.access_review, self._allowed,
+                                 self.contexts)
 
     def _say(self, ops: list[Op]) -> str:
         return "; ".join(f"{op.describe()} (context {self.contexts[op.cluster]})" for op in ops)

@@ -105,6 +105,18 @@ def missing(perms: Iterable[Permission], review: Review) -> list[str]:
     return out
 
 
+def missing_once(perms: Iterable[Permission], review: Review, allowed: set[Permission],
+                 contexts: Mapping[str, str | None]) -> list[str]:
+    """:func:`missing` of the permissions not in *allowed* (those a review allowed earlier in
+    the run, which are not asked again); the ones allowed now join *allowed*. Each line names
+    the cluster's kubeconfig context (``cluster (context ctx): verb resource ...``)."""
+    perms = [p for p in perms if p not in allowed]
+    lacking = missing(perms, review)
+    allowed |= {p for p in perms if not any(line.startswith(f"{p.cluster}: {p.describe()}") for line in lacking)}
+    return [line.replace(f"{c}: ", f"{c} (context {contexts.get(c)}): ", 1) for line in lacking
+            for c in [line.split(":", 1)[0]]]
+
+
 ROLE_NAME = "gameday-drill"
 """The Role and RoleBinding :func:`role_manifests` writes."""
 
