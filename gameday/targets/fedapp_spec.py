@@ -10,7 +10,24 @@ from __future__ import annotations
 from gameday.fedapp import storetiming
 from gameday.fedapp.spec import AppControlPlane, AppDefects, AppState, AppTiming, AppTopology
 from gameday.model.topology import Topology
+from gameday.verdicts.predict import StatedTiming, from_topology
 from gameday.verdicts.state import StatedFailover, StatedReplication
+
+
+class ReferenceTiming:
+    """The stated timing of a target that runs the reference app from its topology (local, kind,
+    kube): the reference GSLB and agents run with exactly the topology's timings and TTL."""
+
+    topology: Topology
+
+    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
+        """The topology's timings: the reference GSLB and agents run with exactly these."""
+        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
+        return from_topology(self.topology, f"topology {self.topology.name!r}")
+
+    def timing_contradiction(self) -> str | None:
+        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
+        return None
 
 
 def app_topology(topology: Topology) -> AppTopology:

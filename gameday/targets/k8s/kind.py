@@ -40,13 +40,13 @@ from gameday.model.topology import Topology
 from gameday.observers.reference import ReferenceEndpoints
 from gameday.observers.sources import Sources
 from gameday.runtime.settings import Settings
+from gameday.targets.fedapp_spec import ReferenceTiming
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
 from gameday.targets.k8s.kube import KubeTarget
 from gameday.targets.k8s.profiled import ProfileKubeTarget
 from gameday.targets.profile import load_profile
-from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ class CommandRunner:
         return proc.stdout
 
 
-class KindTarget:
+class KindTarget(ReferenceTiming):
     """A :class:`~gameday.interfaces.Target` on kind clusters ``gd-<region>`` and ``gd-global``.
 
     Raises (at construction, before anything is created):
@@ -515,15 +515,6 @@ class KindTarget:
         return self.kube.sources()
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
-    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
-        """The topology's timings: the reference GSLB and agents run with exactly these."""
-        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
-        return from_topology(self.topology, f"topology {self.topology.name!r}")
-
-    def timing_contradiction(self) -> str | None:
-        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
-        return None
-
     def check_health(self, timeout: float) -> None:
         self.kube.check_health(timeout)
 

@@ -46,6 +46,7 @@ from gameday.observers.reference import (
 from gameday.observers.sources import LineFeedAlarms, Sources
 from gameday.runtime.settings import Settings
 from gameday.targets.admin_token import new_admin_token
+from gameday.targets.fedapp_spec import ReferenceTiming
 from gameday.targets.k8s import files as f
 from gameday.targets.k8s import manifests as m
 from gameday.targets.k8s import objects as o
@@ -60,7 +61,6 @@ from gameday.targets.k8s.client import (
 )
 from gameday.targets.k8s.plan import Op
 from gameday.targets.k8s.profiled import ProfileKubeTarget
-from gameday.verdicts.predict import StatedTiming, from_topology
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ LOG_POLL_INTERVAL = 2.0
 10 Hz; reading every pod's log that often would load the API servers for nothing)."""
 
 
-class KubeTarget:
+class KubeTarget(ReferenceTiming):
     """A :class:`~gameday.interfaces.Target` on existing kubeconfig contexts.
 
     Args:
@@ -287,15 +287,6 @@ class KubeTarget:
         return self.clusters.node_address(cluster)
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
-    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
-        """The topology's timings: the reference GSLB and agents run with exactly these."""
-        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
-        return from_topology(self.topology, f"topology {self.topology.name!r}")
-
-    def timing_contradiction(self) -> str | None:
-        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
-        return None
-
     def check_health(self, timeout: float) -> None:
         """Every Deployment and StatefulSet of the federation fully available, in every cluster.
 

@@ -23,11 +23,10 @@ from gameday.observers.reference import ReferenceEndpoints, log_file_alarms, ref
 from gameday.observers.sources import HttpState, Sources
 from gameday.runtime.resources import clusters_dir
 from gameday.runtime.settings import Settings
-from gameday.targets.fedapp_spec import stated_replication
+from gameday.targets.fedapp_spec import ReferenceTiming, stated_replication
 from gameday.targets.local.faults import LOCAL_ACTIONS, LocalAction, app_instances
 from gameday.targets.local.federation import LocalFederation, pid_alive
 from gameday.targets.local.natsserver import nats_server_version
-from gameday.verdicts.predict import StatedTiming, from_topology
 
 READY_TIMEOUT = 30.0
 """Seconds a federation of up to 10 regions has to come up and be ready; larger ones get
@@ -41,7 +40,7 @@ RELEASE_RESTART_S = 0.3
 """Seconds each app instance is down (restarting) in one step of a release (R12)."""
 
 
-class LocalTarget:
+class LocalTarget(ReferenceTiming):
     """A :class:`~gameday.interfaces.Target` backed by :class:`LocalFederation`."""
 
     name = "local"
@@ -148,15 +147,6 @@ class LocalTarget:
                        write_ttl_hint=float(self.topology.timing.dns_ttl))
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
-    def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
-        """The topology's timings: the reference GSLB and agents run with exactly these."""
-        del prefer_observed_ttl  # the GSLB answers with the topology's TTL
-        return from_topology(self.topology, f"topology {self.topology.name!r}")
-
-    def timing_contradiction(self) -> str | None:
-        """None: the reference GSLB answers with the topology's TTL (it is configured from it)."""
-        return None
-
     def check_health(self, timeout: float) -> None:
         try:
             self.fed.wait_ready(timeout, versions=False)
