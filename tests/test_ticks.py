@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gameday.model.ticks import StopCondition, progress_line, recent_error_ratio
-from gameday.model.timeline import DnsObs, FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.model.timeline import DnsObs, FaultWindow, NodeObs, RequestRec, Timeline, latest_per_node
 
 
 def test_the_stop_condition_fires_only_after_the_breach_lasted() -> None:
@@ -37,3 +37,11 @@ def test_the_progress_line() -> None:
                          timeline=None, survivors=()) == "[gameday] baseline"
     assert progress_line(phase="observe", now=1.0, ratio=0, watched="", casualty="proxy-c died", window=w,
                          timeline=tl, survivors=()) == "[gameday] FAILING: proxy-c died"
+
+
+def test_latest_per_node_keeps_each_nodes_last_reading_in_the_window() -> None:
+    obs = [NodeObs(t, n, True, int(t), ("a",)) for t in (1.0, 2.0, 3.0) for n in ("gw-a", "px-a")]
+    assert {n: o.t for n, o in latest_per_node(obs).items()} == {"gw-a": 3.0, "px-a": 3.0}
+    assert {n: o.t for n, o in latest_per_node(obs, since=1.5, until=2.0).items()} == {"gw-a": 2.0, "px-a": 2.0}
+    assert list(latest_per_node(obs, nodes={"px-a"}, until=1.0)) == ["px-a"]
+    assert latest_per_node(obs, since=3.5) == {}

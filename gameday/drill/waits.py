@@ -7,12 +7,13 @@ Both read only the timeline the observer records, tick the live line, and raise 
 
 from __future__ import annotations
 
+import math
 import time
 
 from gameday.drill.context import ActiveFault
 from gameday.drill.guard import FaultGuard
 from gameday.errors import FaultError, TargetUnreachable
-from gameday.model.timeline import NodeObs, Timeline
+from gameday.model.timeline import Timeline, latest_per_node
 from gameday.observers.observer import Observer
 from gameday.observers.watch import steady_state as steady_state_seen
 
@@ -74,10 +75,7 @@ def restored(guard: FaultGuard, active: ActiveFault, timeout: float, still_lost:
         if guard.casualty is not None:  # no steady state is coming back: say why now
             raise guard.casualty_error()
         snap = active.result.timeline.copy()
-        latest: dict[str, NodeObs] = {}
-        for o in snap.nodes:
-            if o.t > w.t_revert and o.node in nodes:
-                latest[o.node] = o
+        latest = latest_per_node(snap.nodes, nodes=nodes, since=math.nextafter(w.t_revert, math.inf))
         routes_back = set(latest) == nodes and all(o.ok and (o.routable is None or set(o.routable) == regions)
                                                    for o in latest.values())
         back_at = [o.t for o in latest.values()]

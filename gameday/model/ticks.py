@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gameday.model.timeline import FaultWindow, NodeObs, RequestRec, Timeline
+from gameday.model.timeline import FaultWindow, RequestRec, Timeline, latest_per_node
 
 
 def recent_error_ratio(requests: Sequence[RequestRec], now: float, window: float = 1.0) -> tuple[float, int]:
@@ -60,9 +60,7 @@ def progress_line(*, phase: str, now: float, ratio: float, watched: str, casualt
         dns_recent = tl.dns[-5:]
         parts.append("dns converged" if dns_recent and all(w.region not in d.regions for d in dns_recent)
                      else f"dns still answers {w.region}")
-        latest: dict[str, NodeObs] = {}
-        for o in tl.nodes[-60:]:
-            latest[o.node] = o
+        latest = latest_per_node(tl.nodes[-60:])
         surv = [latest[n] for n in survivors if n in latest]
         moved = sum(1 for o in surv if o.ok and o.routable is not None and w.region not in o.routable)
         parts.append(f"entry nodes switched {moved}/{len(survivors)}")

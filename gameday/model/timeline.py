@@ -8,7 +8,7 @@ lines (``mono``), so alarm lines from component logs land on the same timeline.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -348,6 +348,17 @@ class FaultWindow:
     @property
     def injection_uncertainty(self) -> float:
         return self.t_fault - self.t_call
+
+
+def latest_per_node(obs: Iterable[NodeObs], *, nodes: Collection[str] | None = None, since: float | None = None,
+                    until: float | None = None) -> dict[str, NodeObs]:
+    """Each entry node's last reading of *obs* (in the order given), of *nodes* only if given,
+    taken in ``[since, until]`` (either end open when None)."""
+    latest: dict[str, NodeObs] = {}
+    for o in obs:
+        if (nodes is None or o.node in nodes) and (since is None or o.t >= since) and (until is None or o.t <= until):
+            latest[o.node] = o
+    return latest
 
 
 def abort_reason(exc: BaseException) -> str | None:

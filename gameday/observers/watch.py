@@ -21,7 +21,7 @@ from typing import Protocol
 
 from gameday.errors import ComponentDied, DrillAborted, LoadCollapsed
 from gameday.model.parts import LOAD_ROLE, SUPERVISOR_ROLE
-from gameday.model.timeline import Casualty, ComponentObs, NodeObs, Timeline
+from gameday.model.timeline import Casualty, ComponentObs, Timeline, latest_per_node
 
 
 class LoadGauge(Protocol):
@@ -300,10 +300,7 @@ def steady_state(snap: Timeline, t0: float, nodes: tuple[str, ...], want: set[st
     Returns:
         (whether it holds, what was seen, for the refusal message).
     """
-    latest: dict[str, NodeObs] = {}
-    for o in snap.nodes:
-        if o.t >= t0 and o.node in nodes:
-            latest[o.node] = o
+    latest = latest_per_node(snap.nodes, nodes=nodes, since=t0)
     steady = {n for n, o in latest.items() if o.ok and (o.version is None or o.version)
               and (o.routable is None or want <= set(o.routable))}
     cp_seen = any(c.version for c in snap.cp if c.source == "poll" and c.t >= t0)

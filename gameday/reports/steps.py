@@ -13,6 +13,8 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from gameday.model.timeline import latest_per_node
+
 if TYPE_CHECKING:
     from gameday.model.timeline import Timeline
     from gameday.verdicts.result import DrillResult, Verdict
@@ -80,12 +82,8 @@ def baseline_facts(tl: Timeline, start: float, end: float, regions: list[str]) -
         if not r.failed and r.region:
             served[r.region] = served.get(r.region, 0) + 1
     failed = sum(r.failed for r in reqs)
-    latest: dict[str, tuple[bool, tuple[str, ...] | None, int | None]] = {}
-    for o in tl.nodes:
-        if start <= o.t <= end:
-            latest[o.node] = (o.ok, o.routable, o.version)
-    full = sum(1 for ok, routable, _ in latest.values()
-               if ok and (routable is None or set(regions) <= set(routable)))
+    latest = latest_per_node(tl.nodes, since=start, until=end)
+    full = sum(1 for o in latest.values() if o.ok and (o.routable is None or set(regions) <= set(o.routable)))
     cp = [c.version for c in tl.cp if start <= c.t <= end and c.version is not None]
     answers: dict[str, int] = {}
     for d in tl.dns:
