@@ -264,3 +264,13 @@ def test_read_latency_is_over_the_requests_served_between_the_fault_and_its_reve
     assert (lat["n"], lat["failed"], lat["to_s"]) == (101, 2, 10.0)
     assert lat["p50_s"] == pytest.approx(0.025) and lat["p99_s"] == pytest.approx(0.0299)
     assert read_latency(reqs, 40.0, 50.0) is None  # nothing sent then: no figure, not 0 ms
+
+
+def test_client_recovery_observed_for_less_than_a_window_says_what_failed_not_a_worst_window() -> None:
+    # An aborted drill: 3 s observed with a 10 s window, every request failing.
+    reqs = [RequestRec(i / 10, 0, 0.01) for i in range(30)]
+    f = client_recovery(reqs, 0.0, 3.0, window=10.0, slo=0.01)
+    assert f.value is None
+    assert "shorter than one 10 s window" in f.detail and "30 of 30 requests sent after the fault failed (100.0%)" \
+        in f.detail, f.detail
+    assert "worst window" not in f.detail

@@ -223,8 +223,10 @@ def client_recovery(
     clocks = (f"; resolution includes ±{clock_uncertainty:.2g} s of remote load workers' clock "
               "offsets" if clock_uncertainty > 0 else "")
     worst = 0.0
+    judged = 0
     first_noise: tuple[float, int, int, float] | None = None
     for s, n, errors in _windows(reqs, t_fault, until, window, step):
+        judged += 1
         ratio = errors / n
         worst = max(worst, ratio)
         if ratio <= slo:
@@ -242,6 +244,14 @@ def client_recovery(
                       f"{errors / n:.3%}: over {slo:.2%} in every window, but not shown above it "
                       f"(P(Binomial({n}, {slo:g}) >= {errors}) = {probability(tail)} > {FALSE_FAILURE:g}, "
                       f"the false-failure probability){clocks}")
+    if not judged:
+        # Observed for less than one window (an aborted drill): say what was seen, not a
+        # "worst window" of windows that never were.
+        failed = sum(r.failed for r in reqs)
+        return Figure("client_recovery", None, 0.0,
+                      f"observed only until {_rel(until, t_fault)}, shorter than one {window:g} s window: no "
+                      f"window to judge; {failed} of {len(reqs)} requests sent after the fault failed "
+                      f"({failed / len(reqs):.1%}){clocks}")
     return Figure("client_recovery", None, 0.0,
                   f"no {window:g} s window after the fault had an error ratio <= {slo:.2%} "
                   f"(worst window {worst:.1%}; observed until {_rel(until, t_fault)}; every window shown above "

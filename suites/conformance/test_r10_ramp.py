@@ -33,6 +33,7 @@ def test_r10_returning_region_ramps_its_dns_share(drill, view, federation, timin
     # With no ramp configured the same measurement runs over a nominal window: a region
     # back at its full share from the first answer fails it like any GSLB without a ramp.
     ramp = timing.ramp_seconds or NOMINAL_RAMP
+    view.gslb()  # the GSLB's status is this check's input: without it, skip before anything is injected
     regions = federation.regions()
     region = max(regions, key=lambda r: (r.weight, r.name)).name
     total = sum(r.weight for r in regions)
