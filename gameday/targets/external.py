@@ -29,6 +29,7 @@ import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
+import httpx
 
 from gameday.errors import ConfigError, FaultError, FaultUnavailable, TargetError, TargetUnreachable
 from gameday.faults import FAULTS, Fault
@@ -37,7 +38,7 @@ from gameday.interfaces import ClientRoute, Endpoints, RegionInfo
 from gameday.model.topology import MAX_DNS_TTL, Timing, Topology
 from gameday.observers.kinds import BuildContext, ServiceEntry
 from gameday.observers.sources import HttpJsonUtilisation, Sources, StateSource, UdpDns
-from gameday.observers.sources.state import READ_BACK_PATIENCE
+from gameday.observers.sources.state import READ_BACK_PATIENCE, read_json_field
 from gameday.runtime.settings import Settings
 from gameday.runtime.userinput import shown
 from gameday.targets.profile import Command, LoadedProfile, load_profile, parse_profile
@@ -251,6 +252,30 @@ class ExternalTarget:
                                                            write_timeout=st.write_timeout, stated=st.stated(),
                                                            read_patience=read_patience))
         return source
+
+    def state_primary(self) -> str:
+        """The region leading the data now, read where the profile's ``state.primary`` says
+        (:class:`~gameday.interfaces.HasStatePrimary`).
+
+        Raises:
+            TargetError: the profile states no state layer or no ``state.primary``, or the
+                answer names no region of the profile.
+        """
+        st = self.profile.state
+        if st is None:
+            raise TargetError("the profile states no state layer (state:): no store primary")
+        if st.primary is None:
+            raise TargetError("the profile states no state.primary (the url and field that name the region leading "
+                              "the data): a failover cannot be told from a lost follower")
+        where = f"state.primary: {st.primary.url} field {st.primary.field!r}"
+        try:
+            value = read_json_field(st.primary.url, st.primary.field, st.primary.timeout)
+        except (httpx.HTTPError, ValueError) as exc:
+            raise TargetError(f"{where}: {type(exc).__name__}: {exc}") from exc
+        names = [r.name for r in self.profile.regions]
+        if not isinstance(value, str) or value not in names:
+            raise TargetError(f"{where}: got {shown(value)}, expected one of the profile's regions {names}")
+        return value
 
     @property
     def dns_ttl(self) -> float:

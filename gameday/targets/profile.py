@@ -68,7 +68,7 @@ from gameday.observers.kinds import (
     http_url,
 )
 from gameday.runtime.userinput import load_yaml, read_text_file, shown
-from gameday.verdicts.state import StatedReplication
+from gameday.verdicts.state import StatedFailover, StatedReplication
 
 EXAMPLE = "docs/reference/profile.md and examples/profiles/"
 """Where an "unknown field" message points."""
@@ -312,6 +312,38 @@ class EntryNode(StrictModel):
 Replication = Literal["sync", "async", "none"]
 
 
+class FailoverSpec(StrictModel):
+    """How the federation states it replaces a lost write primary (``async`` only): what the
+    write-recovery prediction of a drill that takes the primary is made from. A controller checks
+    the primary every ``probe_interval`` s (each check failing at once or at ``probe_timeout``),
+    declares it failed after ``fall`` failures, promotes a standby once the old primary's last
+    ``lease`` ran out, and every writer hears of it within ``announce`` s."""
+
+    probe_interval: float = Field(gt=0, le=3600, strict=True)
+    probe_timeout: float = Field(gt=0, le=3600, strict=True)
+    fall: int = Field(ge=1, le=100, strict=True)
+    lease: float = Field(0.0, ge=0, le=3600, strict=True)
+    """Seconds the old primary's writers may keep writing after their last renewal (fencing by
+    time): no promotion before it ran out. 0: fenced at once."""
+    announce: float = Field(0.0, ge=0, le=3600, strict=True)
+    """Seconds within which every writer hears of a promotion (0: at once)."""
+    nodes: int = Field(1, ge=1, le=100, strict=True)
+    """Store nodes the controller checks each round, one after the other."""
+    dead_connection: float | None = Field(None, ge=0, le=3600, strict=True)
+    """Seconds within which a client's connection to a frozen store node (alive, answering
+    nothing) is found dead and replaced; null: not stated (a frozen node costs nothing extra)."""
+
+
+class PrimarySpec(StrictModel):
+    """Where the drill reads which region leads the data just before a fault that takes a store
+    node: a JSON document over HTTP and the field that names the region."""
+
+    url: str = Field(pattern=r"^https?://")
+    field: str = Field("primary", min_length=1)
+    """Dotted path to the region's name in the answer (``store.primary``)."""
+    timeout: float = Field(2.0, gt=0, le=60, strict=True)
+
+
 class StateSpec(StrictModel):
     """The federation's state layer (DESIGN.md section 9): how the drill writes to it and reads
     the writes back (exactly one source kind beside the other fields, e.g. ``http: {...}``),
@@ -329,6 +361,12 @@ class StateSpec(StrictModel):
     write_timeout: float = Field(1.0, gt=0, le=30, strict=True)
     """Seconds a write may take; one not answered within it is indeterminate (it may or may
     not have been stored), never counted as acknowledged."""
+    failover: FailoverSpec | None = None
+    """``async`` only: how a lost primary is replaced (null: not stated; the write-recovery
+    prediction of a drill that takes the primary is then not applicable)."""
+    primary: PrimarySpec | None = None
+    """Where the drill reads which region leads the data (null: it cannot tell a failover from a
+    lost follower, and the write-recovery prediction of a store fault is not applicable)."""
     source: StateChoice
     """How writes are sent and read back: ``http`` or a kind a plugin adds (role ``state``)."""
 
@@ -337,7 +375,7 @@ class StateSpec(StrictModel):
     def _kind_beside_fields(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or "source" in data:
             return data
-        own = {"replication", "max_lag", "write_rate", "write_timeout"}
+        own = {"replication", "max_lag", "write_rate", "write_timeout", "failover", "primary"}
         rest = {k: v for k, v in data.items() if k not in own}
         if not rest:
             raise ValueError(f"got no source kind, expected exactly one of {', '.join(SOURCE_KINDS.of('state'))} "
@@ -353,6 +391,9 @@ class StateSpec(StrictModel):
         if self.replication != "async" and self.max_lag is not None:
             raise ValueError(f"max_lag: only with replication: async (got replication: "
                              f"{self.replication or 'not stated'})")
+        if self.replication != "async" and self.failover is not None:
+            raise ValueError(f"failover: only with replication: async, whose standby a controller promotes (got "
+                             f"replication: {self.replication or 'not stated'}; a sync store elects its own leader)")
         return self
 
     @model_serializer(mode="wrap")
@@ -363,7 +404,14 @@ class StateSpec(StrictModel):
 
     def stated(self) -> StatedReplication | None:
         """The stated replication, the data-loss prediction's input (None: not stated)."""
-        return None if self.replication is None else StatedReplication(self.replication, self.max_lag)
+        if self.replication is None:
+            return None
+        f = self.failover
+        failover = None if f is None else StatedFailover(
+            probe_interval=f.probe_interval, probe_timeout=f.probe_timeout, fall=f.fall, lease=f.lease,
+            announce=f.announce, nodes=f.nodes, source="the profile's state.failover")
+        return StatedReplication(self.replication, self.max_lag, failover=failover,
+                                 dead_connection=None if f is None else f.dead_connection)
 
 
 class ControlPlaneSpec(StrictModel):

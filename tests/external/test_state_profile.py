@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import http.server
 import json
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gameday.errors import ConfigError, TargetUnreachable
+from gameday.errors import ConfigError, TargetError, TargetUnreachable
 from gameday.observers.sources.state import HttpJsonState
 from gameday.targets.external import ExternalTarget
 from gameday.targets.profile import load_profile, parse_profile
-from gameday.verdicts.state import StatedReplication
+from gameday.verdicts.state import StatedReplication, write_recovery_window
 from tests.external.loopback_state import STATE, Running, state_service
 
 BASE: dict[str, Any] = {
@@ -47,6 +51,8 @@ def _state(**changes: Any) -> dict[str, Any]:
     return data
 
 
+FAILOVER = {"probe_interval": 1.0, "probe_timeout": 0.5, "fall": 3, "lease": 2.0, "announce": 0.5}
+
 MISTAKES = [
     (_state(replication="semi-sync"), "state.replication: got 'semi-sync', expected 'sync', 'async' or 'none'"),
     (_state(max_lag=-1), "state.max_lag: got -1, expected a finite number >= 0 and <= 3600"),
@@ -68,6 +74,11 @@ MISTAKES = [
     (_state(http={"read_back": {"lookup": "/data/_lookup", "concurrency": 4}}),
      "state.http.read_back.concurrency: only with get*"),
     (_state(http={"wrte": {}}), "state.http.wrte: unknown field*"),
+    (_state(replication="sync", max_lag=..., failover=FAILOVER),
+     "state.failover: only with replication: async, whose standby a controller promotes (got replication: sync*"),
+    (_state(failover={**FAILOVER, "fall": 0}), "state.failover.fall: got 0, expected *1*"),
+    (_state(failover={"probe_interval": 1, "fall": 3}), "state.failover.probe_timeout: required field is missing"),
+    (_state(primary={"url": "status:8080"}), "state.primary.url: got 'status:8080', *"),
 ]
 
 
@@ -286,3 +297,68 @@ def test_a_drill_measures_the_data_verdicts_through_the_profile_and_none_without
         assert verdicts["data_loss"] == "fail"
         assert loss["lost"] == loss["acked_read_back"] > 0, loss
         assert re.search(r"AssertionError: data loss: (\d+) of \1 acknowledged writes lost", out), out[-3000:]
+
+
+def test_a_stated_failover_is_the_write_recovery_predictions_input(tmp_path: Path) -> None:
+    st = parse_profile(_state(failover={**FAILOVER, "dead_connection": 3.0}), "team.yaml").state
+    assert st is not None
+    stated = st.stated()
+    assert stated is not None and stated.failover is not None and stated.dead_connection == 3.0
+    f = stated.failover
+    assert (f.fall, f.lease, f.source) == (3, 2.0, "the profile's state.failover")
+    # the primary's node stopped: detection 2 x 1 s .. 3 x 1.5 s, promotion after the 2 s lease at a
+    # check (1.5 s), writers told within 0.5 s, one write of 1 s
+    w = write_recovery_window(stated, effect="stopped", region="a", primary="a", region_out_latest=None,
+                              write_timeout=1.0)
+    assert (w.earliest, w.latest) == (pytest.approx(2.0 + 1.5), pytest.approx(4.5 + 2.0 + 1.5 + 0.5 + 1.0)), w
+    assert "the profile's state.failover" in w.derivation
+    # without it, a drill that takes the primary has no prediction, and says why
+    bare = parse_profile(_state(), "team.yaml").state
+    assert bare is not None
+    unknown = write_recovery_window(bare.stated(), effect="stopped", region="a", primary="a",
+                                    region_out_latest=None, write_timeout=1.0).unknown
+    assert "states no failover timing" in (unknown or "")
+
+
+@contextmanager
+def _status_server(body: Any) -> Iterator[str]:
+    """A loopback HTTP server answering every GET with *body* as JSON."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/status"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _with_primary(tmp_path: Path, primary: dict[str, Any] | None) -> ExternalTarget:
+    f = tmp_path / "team.yaml"
+    f.write_text(yaml.safe_dump(_state(primary=primary) if primary is not None else _state()))
+    return ExternalTarget.from_file(f, tmp_path / "work")
+
+
+def test_the_primary_is_read_where_the_profile_says_and_a_wrong_answer_is_named(tmp_path: Path) -> None:
+    with _status_server({"store": {"primary": "b", "epoch": 4}}) as url:
+        assert _with_primary(tmp_path, {"url": url, "field": "store.primary"}).state_primary() == "b"
+        with pytest.raises(TargetError, match=r"field 'store.epoch': got 4, expected one of the profile's regions "
+                                              r"\['a', 'b'\]"):
+            _with_primary(tmp_path, {"url": url, "field": "store.epoch"}).state_primary()
+    with pytest.raises(TargetError, match=r"states no state\.primary"):
+        _with_primary(tmp_path, None).state_primary()
+    with pytest.raises(TargetError, match=r"state.primary: http://127.0.0.1:9/status field 'primary': ConnectError"):
+        _with_primary(tmp_path, {"url": "http://127.0.0.1:9/status", "timeout": 0.5}).state_primary()

@@ -122,6 +122,22 @@ class StateSource(Protocol):
     def close(self) -> None: ...
 
 
+def read_json_field(url: str, field: str, timeout: float) -> object:
+    """The value at dotted path *field* of the JSON document at *url* (None where the path
+    is not there).
+
+    Raises:
+        httpx.HTTPError, ValueError: no answer, not a 2xx, or not JSON.
+    """
+    with httpx.Client(timeout=timeout, trust_env=False) as client:
+        r = client.get(url)
+        r.raise_for_status()
+        value: object = r.json()
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
 class HttpState:
     """The write path over HTTP through the service's DNS name (see the module docstring)."""
 
