@@ -20,10 +20,11 @@ from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
 from gameday.errors import ConfigError
+from gameday.model.base import StrictModel
 from gameday.runtime.resources import clusters_dir
 from gameday.runtime.userinput import load_yaml, read_text_file, shown
 
@@ -47,13 +48,7 @@ StrictInt = Annotated[int, Field(strict=True)]
 """An integer that is not a bool (YAML ``true`` would otherwise count as 1)."""
 
 
-class _Model(BaseModel):
-    # Floats are finite everywhere: NaN passes no comparison, so a NaN weight or timeout
-    # would slip past every bound and break arithmetic far from the file.
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-class Timing(_Model):
+class Timing(StrictModel):
     """Timings of the federation's sync chain. All values are seconds unless noted."""
 
     probe_interval: float = Field(1.0, gt=0, le=60, strict=True)
@@ -131,7 +126,7 @@ large-scale layout, "more than 10 clusters")."""
 Layout = Literal["global", "regional"]
 
 
-class ControlPlane(_Model):
+class ControlPlane(StrictModel):
     """How the federation control plane keeps its state, and how it is laid out."""
 
     layout: Layout | None = None
@@ -154,7 +149,7 @@ class ControlPlane(_Model):
         return self.broadcast_delay + SYNC_CHAIN
 
 
-class Defects(_Model):
+class Defects(StrictModel):
     """Deliberate misconfigurations, for negative controls: a federation that is broken on
     purpose so a verdict can be shown to fail. Never set these for a real drill."""
 
@@ -232,7 +227,7 @@ class Defects(_Model):
 Replication = Literal["sync", "async", "none"]
 
 
-class State(_Model):
+class State(StrictModel):
     """The federation's state layer (DESIGN.md section 9): the store the app's data lives in,
     how it replicates, and the writes a drill makes to judge what happened to the data.
 
@@ -274,7 +269,7 @@ class State(_Model):
         return self
 
 
-class Region(_Model):
+class Region(StrictModel):
     """One region (one cluster) of the federation."""
 
     name: str
@@ -305,7 +300,7 @@ class Region(_Model):
         return self.instances * self.capacity_rps
 
 
-class Load(_Model):
+class Load(StrictModel):
     """The default offered load for drills."""
 
     users: int = Field(20, ge=1, le=10_000, strict=True)
@@ -316,7 +311,7 @@ class Load(_Model):
     """N-1 headroom margin: capacity(all but r) >= rate * (1 + margin)."""
 
 
-class Topology(_Model):
+class Topology(StrictModel):
     """A validated federation topology."""
 
     name: str = "local"

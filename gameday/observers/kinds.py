@@ -41,6 +41,7 @@ import httpx
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, model_validator
 
 from gameday.errors import ConfigError
+from gameday.model.base import StrictModel
 from gameday.model.tables import Table
 from gameday.observers.sources import (
     AlarmSource,
@@ -69,13 +70,6 @@ _PROTOCOL: dict[Role, type] = {"entry_node": EntryNodeSource, "version": Version
 
 LENIENT = "unknown source kinds kept"
 """Validation context key: an unknown kind is kept as written instead of refused (restore)."""
-
-
-class StrictModel(BaseModel):
-    """The base of every model of a user's file: frozen, unknown fields refused, and no NaN
-    or infinity (NaN passes no comparison, so it would slip past every bound)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 def http_url(v: str) -> str:
