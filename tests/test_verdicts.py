@@ -274,3 +274,20 @@ def test_client_recovery_observed_for_less_than_a_window_says_what_failed_not_a_
     assert "shorter than one 10 s window" in f.detail and "30 of 30 requests sent after the fault failed (100.0%)" \
         in f.detail, f.detail
     assert "worst window" not in f.detail
+
+
+def test_the_figures_end_where_the_revert_call_starts_not_where_it_returns() -> None:
+    """The landing of 2026-12-07: a foreign gateway restarted by a revert call that took 0.3 s
+    served a request sent during the call, and the switchover, measured up to the call's return,
+    read "region a still served the last request". What the revert does is not the fault's."""
+    dns = [DnsObs(t / 10, ("a", "b") if t < 10 else ("b",)) for t in range(34)]
+    reqs = [RequestRec(t / 10, 200, 0.01, region="a" if t < 10 else "b") for t in range(32)]
+    reqs.append(RequestRec(3.25, 200, 0.01, region="a"))  # sent during the revert call, served by the restarted a
+    window = FaultWindow("gateway_down", "a", 0.0, 0.01, t_revert=3.5)
+    window.t_revert_call = 3.2
+    res = DrillResult(fault=window, timeline=Timeline(dns=dns, requests=reqs), slo=SLO(), survivors=(),
+                      capacity={}, offered=1, margin=0, lost=("a",), started=0.0)
+    f = res.switchover()
+    assert f.value is not None and f.value == pytest.approx(0.99, abs=0.11), f
+    window.t_revert_call = None  # measured up to the call's return, the same timeline fails
+    assert res.switchover().value is None and "still served the last request" in res.switchover().detail

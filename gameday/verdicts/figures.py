@@ -134,7 +134,14 @@ class DrillFigures:
     was made, e.g. a fault that takes no region out); :meth:`assert_as_predicted` judges them."""
     @property
     def _until(self) -> float:
-        return self.fault.t_revert if self.fault.t_revert is not None else time.monotonic()
+        """The end of what the fault's figures are measured over: the revert call's start. From
+        then on what is seen is the revert's doing: a foreign gateway restarted by a revert call
+        that took a moment served a request sent before the call returned, and a switchover
+        measured up to the return read "region a still served the last request" (a fresh-clone
+        CI run on 2026-12-07)."""
+        w = self.fault
+        end = w.t_revert_call if w.t_revert_call is not None else w.t_revert
+        return end if end is not None else time.monotonic()
 
     def _region(self) -> str:
         if self.fault.region is None:

@@ -287,8 +287,7 @@ class DrillResult(PredictionVerdicts):
                 out["vs_prediction"] = vs
         end = self.fault.t_restored or time.monotonic()
         # Latency during the fault (the checklist's figure): the requests sent until the revert.
-        out["read_latency"] = read_latency(self.timeline.copy().requests, self.fault.t_fault,
-                                           self.fault.t_revert or end)
+        out["read_latency"] = read_latency(self.timeline.copy().requests, self.fault.t_fault, self._until)
         na = self.not_applicable()
         if "versions" in na:
             out["versions"] = {"passed": None, "detail": NA + na["versions"]}
