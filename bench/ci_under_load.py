@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -61,6 +62,13 @@ def _cpu_pressure_us() -> int | None:
 
 def _load1() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of the children this process waited for, and of their reaped
+    descendants (this file runs without gameday, so without bench/common.py's copy)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _proc_cpu_s(pid: int) -> float | None:
@@ -182,7 +190,7 @@ def run_once(name: str, index: int, args: argparse.Namespace, stamp: str) -> dic
     sampler = threading.Thread(target=sample, daemon=True)
     hog: subprocess.Popen[bytes] | None = None
     proc: subprocess.Popen[bytes] | None = None
-    psi0, t0 = _cpu_pressure_us(), time.monotonic()
+    psi0, t0, cpu0 = _cpu_pressure_us(), time.monotonic(), children_cpu_s()
     sampler.start()
     try:
         if name == "loaded":
@@ -202,6 +210,8 @@ def run_once(name: str, index: int, args: argparse.Namespace, stamp: str) -> dic
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # the run's whole process tree, reaped: before the hog is (it is a child too)
+        res["tree_cpu_s"] = round(children_cpu_s() - cpu0, 1)
         if hog is not None:
             res["hog_cpu_s"] = _proc_cpu_s(hog.pid)
             hog.kill()
@@ -243,7 +253,7 @@ def _pytest(r: dict[str, Any], key: str) -> str:
 def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     head = ["run", "commit", "wall", "exit", "tests (pytest)", "suites (pytest)", "failures", "reruns",
             "inconclusive", "starved/drills", "observer min/med", "observer max gap", "dns min/med",
-            "dns max gap", "CPU pressure", "load1 min/max", "hog CPU"]
+            "dns max gap", "CPU pressure", "load1 min/max", "hog CPU", "run CPU (tree)"]
     rows = []
     for r in results:
         h = r["harness"]
@@ -255,7 +265,8 @@ def markdown(results: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"{h['starved']}/{h['drills']}", f"{_f(obs['ratio_min'], 2)} / {_f(obs['ratio_median'], 2)}",
             _f(obs["max_gap_s"], 2, " s"), f"{_f(dns['ratio_min'], 2)} / {_f(dns['ratio_median'], 2)}",
             _f(dns["max_gap_s"], 2, " s"), _f(r["cpu_pressure_pct"], 1, " %"),
-            f"{r['load1_min']:.2f} / {r['load1_max']:.2f}", _f(r.get("hog_cpu_s"), 1, " s")])
+            f"{r['load1_min']:.2f} / {r['load1_max']:.2f}", _f(r.get("hog_cpu_s"), 1, " s"),
+            _f(r.get("tree_cpu_s"), 0, " s")])
     out = [f"# CI under load ({meta['stamp']})", "",
            f"`{meta['command']}` in a fresh clone of {meta['ref']}, timeout {meta['timeout_s']:.0f} s, "
            f"{meta['cpus']} CPUs. loaded = one core kept busy by a competing process for the whole run. "

@@ -10,6 +10,7 @@ import contextlib
 import json
 import math
 import os
+import resource
 import shutil
 import statistics
 import tempfile
@@ -30,6 +31,14 @@ def loadavg() -> tuple[float, float, float]:
     """The machine's 1/5/15-minute load averages (how noisy the run was)."""
     a, b, c = os.getloadavg()
     return round(a, 2), round(b, 2), round(c, 2)
+
+
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every child process this process has waited for (and of
+    their descendants that they waited for): the delta around a subprocess run is the CPU of
+    its whole process tree (a federation's components included, reaped by their launcher)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def median(xs: Sequence[float]) -> float:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common import REPO, VENV_BIN, BenchResult, fmt, loadavg, md_table, median, workdir
+from common import REPO, VENV_BIN, BenchResult, children_cpu_s, fmt, loadavg, md_table, median, workdir
 from split_plugin import phases
 
 HERE = Path(__file__).resolve().parent
@@ -59,13 +59,14 @@ def _one(tree: Path) -> dict[str, Any]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as `make drill` runs it (see the Makefile)
     try:
         la = loadavg()
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), children_cpu_s()
         proc = subprocess.run([str(VENV_BIN / "gameday"), "drill", "--reports", str(wd / "reports"),
                                "-p", "split_plugin"], cwd=tree, env=env, capture_output=True, text=True,
                               timeout=600, check=False)
-        wall = time.monotonic() - t0
+        wall, tree_cpu = time.monotonic() - t0, children_cpu_s() - cpu0
         m = re.search(r"(\d+) passed in ([\d.]+)s", proc.stdout)
         r: dict[str, Any] = {"exit_code": proc.returncode, "wall_s": round(wall, 2),
+                             "tree_cpu_s": round(tree_cpu, 2),
                              "pytest_s": float(m.group(2)) if m else None, "load_avg_1min": la[0]}
         if out.is_file():
             d = json.loads(out.read_text())
@@ -108,6 +109,12 @@ def run(quick: bool, ref: str | None = None) -> BenchResult:
             rows.append([f"({p})", fmt(median(vals), 2), "-", " ".join(fmt(v, 2) for v in vals)])
         res.tables.append(f"**{side}**\n\n" + md_table(["phase", "median s", "share of total", "each run s"], rows))
         pyt = [r["pytest_s"] for r in runs if r.get("pytest_s") is not None]
+        tree = [r["tree_cpu_s"] for r in runs if r.get("tree_cpu_s") is not None]
+        walls = [r["wall_s"] for r in runs]
+        res.notes.append(
+            f"{side}: whole process tree (gameday drill, its federation, locust), each run: wall "
+            f"{' '.join(fmt(v, 1) for v in walls)} s, CPU {' '.join(fmt(v, 1) for v in tree)} s "
+            f"(median {fmt(median(tree), 1)} CPU-s for {fmt(median(walls), 1)} s of wall)")
         cpu = [r["cpu_s"] for r in ok]
         res.notes.append(
             f"{side}: pytest 'passed in' {' '.join(fmt(v, 1) for v in pyt)} s (median {fmt(median(pyt), 1)}; "
