@@ -291,3 +291,17 @@ def test_the_figures_end_where_the_revert_call_starts_not_where_it_returns() -> 
     assert f.value is not None and f.value == pytest.approx(0.99, abs=0.11), f
     window.t_revert_call = None  # measured up to the call's return, the same timeline fails
     assert res.switchover().value is None and "still served the last request" in res.switchover().detail
+
+
+def test_the_version_check_reads_to_the_end_of_the_observation_not_the_steady_state() -> None:
+    """ci22 of 2026-12-07, R14 on twelve regions: an instance outage's entry nodes route back at
+    once (their regions never changed), so the steady state came before the regional version rose
+    for the restore; the test kept observing until it was recorded, and the check stopped short."""
+    tl = Timeline(cp=[CpObs(0.0, 3), CpObs(1.0, 4), CpObs(2.6, 5), CpObs(3.0, 5)])
+    window = FaultWindow("region_blackhole", "c", 0.0, 0.01, t_revert=2.0, t_restored=2.1)
+    window.t_revert_call, window.t_observed = 1.9, 3.0
+    res = DrillResult(fault=window, timeline=tl, slo=SLO(), survivors=(), capacity={}, offered=1, margin=0,
+                      lost=("c",), started=0.0)
+    assert res.versions().passed, res.versions().detail
+    window.t_observed = None  # judged up to the steady state, the same timeline fails
+    assert "did not increase for the restore (stayed at v4" in res.versions().detail

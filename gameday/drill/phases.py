@@ -361,6 +361,7 @@ class FaultPhases:
                     guard.sleep(observe_after)
                     if observe_until is not None:
                         guard.wait_until(observe_until, restore_timeout)
+                    active.window.t_observed = time.monotonic()
                     if req.parent is None:  # steady again: what the store still holds (DESIGN.md §9)
                         active.observer.verify_writes()
             finally:

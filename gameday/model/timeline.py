@@ -335,6 +335,10 @@ class FaultWindow:
     """When the revert call returned."""
     t_restored: float | None = None
     """When steady state was observed again after the revert."""
+    t_observed: float | None = None
+    """When the observation of the fault ended: after the steady state, and the extra
+    observation its test asked for (``observe_after``, ``observe_until``: e.g. until the
+    restore's version was recorded). The version check judges up to here."""
     aborted: str | None = None
     """Why the drill did not complete its observation (None: it did): a stop condition or a
     casualty reverted the fault early, or its block was left by a signal or an error

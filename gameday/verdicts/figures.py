@@ -186,11 +186,20 @@ class DrillFigures:
         start (a region's agent resumed first can publish before the call returns)."""
         return self.fault.t_revert_call if self.fault.t_revert_call is not None else self.fault.t_revert
 
+    @property
+    def _versions_until(self) -> float:
+        """Where the version check stops reading: the end of the fault's observation (its test
+        may keep observing after the steady state until the restore's version is recorded: a
+        regional version can rise after the entry nodes route back, which is all the steady
+        state waits for), else the steady state, else now."""
+        w = self.fault
+        return w.t_observed or w.t_restored or time.monotonic()
+
     def versions(self) -> Check:
         if (reason := self.not_applicable().get("versions")) is not None:
             return Check("versions", False, NA + reason, applicable=False)
         tl = self.timeline.copy()
-        end = self.fault.t_restored or time.monotonic()
+        end = self._versions_until
         region = self.fault.region
         regional = region if (self.instance_outage and region is not None
                               and any(o.region == region for o in tl.regional_cp)) else None

@@ -23,7 +23,6 @@ federation is neither passed nor failed on what a busy machine did to the measur
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -108,7 +107,7 @@ class DrillResult(PredictionVerdicts):
             return Check("versions", False, NA + reason, applicable=False)
         with self._verdict("versions") as m:
             tl = self.timeline.copy()
-            end = self.fault.t_restored or time.monotonic()
+            end = self._versions_until
             c = version_check(tl, self.fault.t_fault, self._restore_from, end, require_increments=False,
                               t_call=self.fault.t_call)
             m.figure, m.limit = c.detail[:120], "never back"
@@ -285,7 +284,7 @@ class DrillResult(PredictionVerdicts):
                              "by_s": round(j.by, 3) if j is not None else None, "detail": verdict.detail,
                              "window": self.prediction.window(n).shown()}
                 out["vs_prediction"] = vs
-        end = self.fault.t_restored or time.monotonic()
+        end = self._versions_until
         # Latency during the fault (the checklist's figure): the requests sent until the revert.
         out["read_latency"] = read_latency(self.timeline.copy().requests, self.fault.t_fault, self._until)
         na = self.not_applicable()
