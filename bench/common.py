@@ -177,3 +177,24 @@ class LogTail:
                     with contextlib.suppress(ValueError):
                         out.append((n, json.loads(line)))
         return out
+
+
+def binom_tail(k: int, n: int, q: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, q)."""
+    return sum(math.comb(n, i) * q ** i * (1 - q) ** (n - i) for i in range(k, n + 1))
+
+
+def upper_bound(k: int, n: int, confidence: float = 0.95) -> float:
+    """Clopper-Pearson upper bound of a rate seen k times in n: the q at which P(X <= k) = 1 - confidence."""
+    if n == 0:
+        return 1.0
+    if k >= n:
+        return 1.0
+    lo, hi = k / n, 1.0
+    for _ in range(60):  # bisection: P(X <= k) falls as q grows
+        mid = (lo + hi) / 2
+        if 1 - binom_tail(k + 1, n, mid) > 1 - confidence:
+            lo = mid
+        else:
+            hi = mid
+    return hi

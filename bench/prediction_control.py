@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import fmt, loadavg, md_table, median
+from common import binom_tail, fmt, loadavg, md_table, median, upper_bound
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -56,27 +55,6 @@ def stated() -> tuple[int, float, float]:
     from tests.foreign import test_foreign_prediction as t
 
     return t.ROUNDS, t.LUCK_PER_ROUND, t.LUCK_PER_ROUND ** t.ROUNDS
-
-
-def binom_tail(k: int, n: int, q: float) -> float:
-    """P(X >= k) for X ~ Binomial(n, q)."""
-    return sum(math.comb(n, i) * q ** i * (1 - q) ** (n - i) for i in range(k, n + 1))
-
-
-def upper_bound(k: int, n: int, confidence: float = 0.95) -> float:
-    """Clopper-Pearson upper bound of a rate seen k times in n: the q at which P(X <= k) = 1 - confidence."""
-    if n == 0:
-        return 1.0
-    if k >= n:
-        return 1.0
-    lo, hi = k / n, 1.0
-    for _ in range(60):  # bisection: P(X <= k) falls as q grows
-        mid = (lo + hi) / 2
-        if 1 - binom_tail(k + 1, n, mid) > 1 - confidence:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 def _run(i: int, tmp: Path) -> dict[str, Any]:

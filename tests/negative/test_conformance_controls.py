@@ -129,8 +129,11 @@ def test_a_control_plane_reconciling_every_half_second_fails_r3(broken_run):
 
 def test_a_federation_stating_a_4_s_reconcile_interval_passes_r3_on_its_own_pass(broken_run):
     # The cadence observed, not forced: R3 waits for the federation's own next pass.
-    result = broken_run(["conformance/test_r03_slow_state.py"], {"timing": {"reconcile_interval": 4}})
+    result = broken_run(["conformance/test_r03_slow_state.py"], {"timing": {"reconcile_interval": 4}}, "-rP")
     result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*R3 full pass observed: the federation's own pass * s into the wait "
+                                 "(reconcile_interval 4 s)*"])
+    assert "ForcedFullPass" not in result.stdout.str()
 
 
 def test_a_control_plane_never_running_its_stated_pass_fails_r3(broken_run):
@@ -145,7 +148,11 @@ def test_a_control_plane_never_running_its_stated_pass_fails_r3(broken_run):
 def test_a_control_plane_auto_merging_a_label_conflict_fails_r3(broken_run):
     result = broken_run(["conformance/test_r03_slow_state.py"], {"defects": {"slow_auto_merge": True}})
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*expected the primary a to win the conflict on label *"])
+    # the default 300 s pass is forced, and the check says so (its captured output, a warning)
+    result.stdout.fnmatch_lines(["*expected the primary a to win the conflict on label *",
+                                 "*R3 full pass forced: reconcile_interval 300 s is longer than "
+                                 "--gameday-cadence-patience 10 s; give --gameday-cadence-patience=310 to observe*",
+                                 "*ForcedFullPass: R3: the slow full pass was forced*"])
 
 
 def test_instances_whose_liveness_follows_readiness_fail_r11(broken_run):
