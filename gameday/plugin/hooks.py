@@ -1,4 +1,4 @@
-"""Hooks gameday adds to pytest, so a conftest or a plugin can add a target.
+"""Hooks gameday adds to pytest, so a conftest or a plugin can add a target or a reporter.
 
 Registered by the plugin with ``pytest_addhooks`` (as pytest-xdist registers
 ``pytest_xdist_make_scheduler``). A third-party target implements both::
@@ -19,13 +19,23 @@ and then ``pytest --gameday-target mine``. The built-in targets (``local``, ``ki
 :mod:`gameday.targets.registry`. For ``gameday restore`` to re-attach such a target after a
 killed run, give its class an ``attach(ref)`` classmethod and put it in an importable
 module (see :mod:`gameday.targets.registry`).
+
+A reporter (results into Grafana, Slack, a database) implements one or both of the result hooks;
+each is called for every implementation, and one that raises is reported (a warning naming it,
+and ``report_errors`` in the drill's figures), never in place of the test's own outcome::
+
+    def pytest_gameday_drill_recorded(item, result, summary, files):
+        post_to_my_dashboard(item.nodeid, summary["switchover"], summary["verdicts"])
+
+    def pytest_gameday_run_recorded(config, drills, conformance, run_dir):
+        send_one_message(drills, conformance)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,6 +43,7 @@ if TYPE_CHECKING:
     from gameday.interfaces import Target
     from gameday.model.topology import Topology
     from gameday.runtime.settings import Settings
+    from gameday.verdicts.result import DrillResult
 
 
 @pytest.hookspec(firstresult=True)
@@ -66,4 +77,40 @@ def pytest_gameday_target_names(config: pytest.Config) -> Iterable[str] | None:
     starts, before anything is created); an unknown name is a usage error listing them all.
     So implement both in a plugin or in a conftest pytest loads at start (the rootdir's or a
     test path's), not in one further down that is found only while collecting.
+    """
+
+
+@pytest.hookspec
+def pytest_gameday_drill_recorded(item: pytest.Item, result: DrillResult, summary: Mapping[str, Any],
+                                  files: Mapping[str, Path]) -> None:
+    """A drill of *item* is recorded: called once per fault block, when the test's call has ended
+    (so *summary* holds the verdicts the test asserted), in the process that ran the test (an
+    xdist worker, under ``-n``).
+
+    Args:
+        item: the test that ran the drill.
+        result: the drill's :class:`gameday.verdicts.result.DrillResult` (its fault window, the
+            timeline, every figure and verdict method).
+        summary: what ``figures-N.json`` holds (a copy: changing it changes nothing): the test,
+            the seed, the fault and its region, each figure with its resolution, the prediction,
+            the load, the state layer and ``verdicts`` (name, outcome, figure, limit, detail).
+        files: what gameday wrote for it, by kind (``figures``, ``timeline_png``, ``timeline_csv``,
+            ``timeline_json``, ``settings``; ``locust_stats``, ``rounds_png`` where there are).
+    """
+
+
+@pytest.hookspec
+def pytest_gameday_run_recorded(config: pytest.Config, drills: Sequence[Mapping[str, Any]],
+                                conformance: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
+    """The run is over: every drill's summary (the workers' too, under ``-n``) and every
+    conformance check's outcome, once, in the controller, after the tables are printed and the
+    history appended.
+
+    Args:
+        config: the pytest config.
+        drills: each drill's summary as in :func:`pytest_gameday_drill_recorded` (copies),
+            aborted drills included (``aborted`` says why).
+        conformance: one entry per conformance check: ``rule``, ``title``, ``test``, ``outcome``
+            (passed, failed, skipped, inconclusive) and ``reason``.
+        run_dir: the run's directory (``reports/runs/<run>``).
     """

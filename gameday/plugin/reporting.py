@@ -100,6 +100,27 @@ def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest
                                                          state.settings.slo.switchover_limit))
     allure_attach.attach_drill(config, summary, table.drill_rows([summary]), files=files,
                                context=reporting.context(state.settings, state.profile))
+    failed = _call_reporters(lambda: config.hook.pytest_gameday_drill_recorded(
+        item=node, result=res, summary=_copy(summary), files=dict(files)))
+    if failed:  # said in the figures (and so in the summary's report errors), never raised
+        summary.setdefault("report_errors", []).append(f"pytest_gameday_drill_recorded: {failed}")
+        files["figures"].write_text(json.dumps(summary, indent=2, default=str))
+
+
+def _copy(data: Any) -> Any:
+    """*data* as a reporter sees it: a deep copy, as JSON would give it back."""
+    return json.loads(json.dumps(data, default=str))
+
+
+def _call_reporters(call: Any) -> str | None:
+    """Call a result hook; what a reporter raised, as a line (logged with its traceback), or None.
+    Never raised: a reporter must not replace the test's outcome or stop the run's summary."""
+    try:
+        call()
+    except Exception as exc:  # anything a user's reporter raises
+        log.exception("a gameday reporter failed")
+        return f"{type(exc).__name__}: {exc}"[:500]
+    return None
 
 
 def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -269,6 +290,16 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
             tr.write_line(line)
         state.interruption_said = True
     write_run_file(tr.config, state)
+    if getattr(tr.config, "workerinput", None) is None:
+        errors = [f"{d.get('test')}: {e}" for d in drills for e in d.get("report_errors", [])]
+        failed = _call_reporters(lambda: tr.config.hook.pytest_gameday_run_recorded(
+            config=tr.config, drills=_copy(drills), conformance=_copy(rules), run_dir=state.run_dir))
+        if failed:
+            errors.append(f"pytest_gameday_run_recorded: {failed}")
+        if errors:
+            tr.write_sep("=", f"gameday: {len(errors)} report error(s) (the verdicts stand)")
+            for line in errors:
+                tr.write_line(line)
 
 
 def unreported_drills(state: SessionState) -> list[dict[str, Any]]:

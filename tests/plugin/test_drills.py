@@ -66,8 +66,31 @@ def _gameday(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, check=False)
 
 
+REPORTER = """
+import json
+from pathlib import Path
+
+
+def pytest_gameday_drill_recorded(item, result, summary, files):
+    summary["verdicts"].clear()  # a copy: what gameday keeps does not change
+    with open("reporter.jsonl", "a") as f:
+        f.write(json.dumps({"hook": "drill", "test": item.nodeid, "fault": result.fault.kind,
+                            "switchover": result.summary()["switchover"]["value_s"],
+                            "files": sorted(files), "figures_exist": Path(files["figures"]).exists()}) + "\\n")
+
+
+def pytest_gameday_run_recorded(config, drills, conformance, run_dir):
+    with open("reporter.jsonl", "a") as f:
+        f.write(json.dumps({"hook": "run", "drills": [[d["test"], d["region"], [v["name"] for v in d["verdicts"]]]
+                                                      for d in drills],
+                            "conformance": conformance, "run_dir": str(run_dir)}) + "\\n")
+    raise RuntimeError("the dashboard is down")
+"""
+
+
 def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> None:
     pytester.makeini(INI)
+    pytester.makeconftest(REPORTER)  # a reporter through the result hooks (one that fails at the end)
     pytester.makepyfile(test_drill="""
         import pytest
 
@@ -103,6 +126,19 @@ def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> N
     assert any(n.startswith("timeline:") for n in names), names
     assert any(n.startswith("verdicts:") for n in names), names
     assert _pending(pytester.path / "reports") == []
+    # The reporter got the drill once, when the test's call ended (its files written), then the
+    # run; the one that raised is said under the tables, and the verdicts stand (1 passed).
+    drill_line, run_line = (json.loads(x) for x in (pytester.path / "reporter.jsonl").read_text().splitlines())
+    assert drill_line == {"hook": "drill", "test": "test_drill.py::test_random_gateway_outage",
+                          "fault": "gateway_down", "switchover": data["switchover"]["value_s"],
+                          "files": ["figures", "locust_stats", "settings", "timeline_csv", "timeline_json",
+                                    "timeline_png"], "figures_exist": True}
+    assert run_line["drills"] == [["test_drill.py::test_random_gateway_outage", data["region"],
+                                   [v["name"] for v in data["verdicts"]]]]
+    assert "switchover" in run_line["drills"][0][2] and run_line["conformance"] == []
+    assert (pytester.path / run_line["run_dir"]).resolve() == figures[0].parents[2].resolve()
+    result.stdout.fnmatch_lines(["*gameday: 1 report error(s) (the verdicts stand)*",
+                                 "pytest_gameday_run_recorded: RuntimeError: the dashboard is down"])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
