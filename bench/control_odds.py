@@ -71,7 +71,7 @@ def _run(nodeid: str, i: int, tmp: Path) -> dict[str, Any]:
                           capture_output=True, text=True, timeout=1200, check=False, cwd=REPO)
     out: dict[str, Any] = {"control": nodeid, "run": i, "rc": proc.returncode,
                            "wall_s": round(time.monotonic() - t0, 1), "load_before": before}
-    message = ""
+    message = text = ""
     try:
         case = ET.parse(junit).getroot().find(".//testcase")
     except (OSError, ET.ParseError):
@@ -81,15 +81,15 @@ def _run(nodeid: str, i: int, tmp: Path) -> dict[str, Any]:
         if bad is None:
             bad = case.find("error")
         if bad is not None:
-            message = (bad.get("message") or "") + "\n" + (bad.text or "")[-1500:]
+            message, text = bad.get("message") or "", bad.text or ""
     if proc.returncode == 0 and case is not None:
         out["outcome"] = "held"
-    elif STARVED in message:
-        out["outcome"] = "inconclusive"
+    elif STARVED in message:  # the failure itself (tests/conftest.py turns it into HarnessStarved), not
+        out["outcome"] = "inconclusive"  # the source lines a traceback quotes
         out["detail"] = message[:400]
     else:
         out["outcome"] = "not held"
-        out["detail"] = (message or (proc.stdout + proc.stderr)[-1500:])[:1500]
+        out["detail"] = (f"{message}\n{text[-1200:]}" if message else (proc.stdout + proc.stderr)[-1500:])[:1500]
     return out
 
 
@@ -106,7 +106,8 @@ def _render(runs: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         rows.append([nodeid.rsplit("::", 1)[1], f"{p:.1e}", f"{held} of {n}", lost, starved,
                      fmt(upper_bound(lost, n), 3) if n else "-", f"{binom_tail(lost, n, p):.3g}" if n else "-",
                      fmt(median([r["wall_s"] for r in mine]), 0)])
-    lines = [f"# control odds: N = {meta['runs']} runs of each random negative control", "",
+    lines = [f"# control odds: N = {meta['runs']} runs of each random negative control ({meta['done']} of "
+             f"{meta['runs'] * len(meta['stated'])} done)", "",
              f"At {meta['commit']}, {meta['parallel']} run(s) at a time; load average at start {meta['load_start']}, "
              f"at end {meta['load_end']}. A control **holds** when its test passes (the broken federation failed "
              "the verdict it must, and only it); it is **not held** when its test fails for any reason but a "
@@ -141,20 +142,24 @@ def main(argv: list[str] | None = None) -> int:
     # interleaved (control 1 run 1, control 2 run 1, ...): a slow hour of the machine spreads over all
     jobs = [(nodeid, i) for i in range(1, a.runs + 1) for nodeid in controls]
     runs: list[dict[str, Any]] = []
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    base = RESULTS / f"control-odds-{time.strftime('%Y%m%d-%H%M%S')}-n{a.runs}"
+
+    def write() -> str:  # after every run: an interrupted bench keeps what it measured
+        meta["load_end"], meta["done"] = loadavg(), len(runs)
+        base.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
+        md = _render(runs, meta)
+        base.with_suffix(".md").write_text(md)
+        return md
+
     with tempfile.TemporaryDirectory(prefix="gameday-control-odds-") as tmp, \
             ThreadPoolExecutor(max_workers=a.parallel) as pool:
         for r in pool.map(lambda job: _run(job[0], job[1], Path(tmp)), jobs):
             runs.append(r)
+            write()
             print(f"{r['control'].rsplit('::', 1)[1][:70]} run {r['run']}: {r['outcome']} ({r['wall_s']} s, load "
                   f"{r['load_before'][0]:.1f})", flush=True)
-    meta["load_end"] = loadavg()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    base = RESULTS / f"control-odds-{stamp}-n{a.runs}"
-    base.with_suffix(".json").write_text(json.dumps({"meta": meta, "runs": runs}, indent=1))
-    md = _render(runs, meta)
-    base.with_suffix(".md").write_text(md)
-    print(md)
+    print(write())
     return 0
 
 

@@ -170,8 +170,11 @@ def test_clients_caching_answers_for_10x_the_ttl_fail_client_recovery_against_it
     result = broken_run([], TTL_1, f"--gameday-seed={seed}", *OPTS,
                         "--gameday-locustfile=caching_locustfile.py", "--gameday-stop-error-ratio=0.95")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*LIMIT FAILED: clients did not recover within 4 s: *",
-                                 "*AssertionError: not as predicted: client_recovery vs prediction: client "
+    # two calls: the limit's line is in the captured output, which pytest prints after the
+    # traceback that holds the prediction's whole message (the summary line after both is cut at
+    # the terminal's width: 80 columns failed this test in every run of bench/control_odds.py)
+    result.stdout.fnmatch_lines(["*LIMIT FAILED: clients did not recover within 4 s: *"])
+    result.stdout.fnmatch_lines(["*AssertionError: not as predicted: client_recovery vs prediction: client "
                                  "recovery * later than predicted 0.00-2.60 s*clients kept the old address past "
                                  "the TTL*"])
     verdicts = _verdicts(pytester.path)
