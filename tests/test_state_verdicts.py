@@ -16,6 +16,7 @@ from gameday.runtime.settings import SLO
 from gameday.verdicts.predict import Window
 from gameday.verdicts.result import DrillResult
 from gameday.verdicts.state import (
+    StatedElection,
     StatedFailover,
     StatedReplication,
     data_loss,
@@ -407,6 +408,36 @@ def test_a_fault_that_leaves_the_primary_predicts_one_write_or_the_clients_move(
     assert gateway.latest == pytest.approx(6.6) and "client-recovery prediction" in gateway.derivation
     assert gateway.derivation.startswith("no failover (the fault takes no store node)")
     assert _window(effect=None, region=None, primary=None).latest == 1.0  # bus_down, sync_delay: one write
+
+
+ELECTION = StatedElection(timeout_min=4.0, timeout_max=9.0, heartbeat=1.0, campaign_max=0.8, source="raft defaults")
+SYNC_ELECTING = StatedReplication("sync", election=ELECTION, dead_connection=3.2)
+
+
+def test_the_write_recovery_window_of_a_lost_sync_leader_follows_its_stated_election() -> None:
+    # the survivors last heard the leader up to 1 s before: the first campaigns 4 - 1 = 3 s after
+    # the loss at the earliest; the last 9 s after + 0.8 s for a second vote round; + one write
+    w = _window(SYNC_ELECTING)
+    assert (w.earliest, w.latest) == (3.0, pytest.approx(10.8)), w
+    assert w.derivation.startswith("leader a lost: the survivors elect a new one once an election timeout of 4-9 s")
+    assert w.derivation.endswith("+ one write <= 1 s (raft defaults)")
+    # frozen: its clients find it dead within 3.2 s, well inside the election
+    assert _window(SYNC_ELECTING, effect="frozen").latest == pytest.approx(10.8)
+    # a follower's node lost: no election, one write
+    assert (_window(SYNC_ELECTING, region="b").earliest, _window(SYNC_ELECTING, region="b").latest) == (0.0, 1.0)
+
+
+def test_write_recovery_against_the_stated_election_passes_inside_and_fails_early_or_late() -> None:
+    v = _failover_result(_refused_then_ack(T_FAULT + 5.0), stated_replication=SYNC_ELECTING).assert_verdict(
+        "write_recovery_vs_prediction")
+    assert v.outcome == "pass" and v.limit.startswith("predicted 3.00-10.80 s"), v
+    # taken again 1 s after the leader's node was killed: no election is that fast (not a quorum store?)
+    with pytest.raises(AssertionError, match="earlier than the stated configuration allows"):
+        _failover_result(_refused_then_ack(T_FAULT + 1.0), stated_replication=SYNC_ELECTING).assert_verdict(
+            "write_recovery_vs_prediction")
+    with pytest.raises(AssertionError, match=r"later than predicted 3\.00-10\.80 s .*election timeout of 4-9 s"):
+        _failover_result(_refused_then_ack(T_FAULT + 14.0), stated_replication=SYNC_ELECTING).assert_verdict(
+            "write_recovery_vs_prediction")
 
 
 @pytest.mark.parametrize(("stated", "kw", "why"), [

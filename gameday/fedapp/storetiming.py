@@ -26,3 +26,16 @@ and a stale announcement delivered late carries an expired one. Assumes the cloc
 controller and the apps agree to well within the lease (one host here; NTP elsewhere)."""
 ANNOUNCE_EVERY = 0.2
 """Seconds between announcements of the primary (an app that missed one hears the next)."""
+
+RAFT_ELECTION_TIMEOUT = (4.0, 9.0)
+"""Seconds: nats-server's Raft election timeout (``minElectionTimeoutDefault`` ..
+``maxElectionTimeoutDefault`` in nats-server's server/raft.go; not configurable). A follower that
+has heard nothing from its leader for a random time in this range campaigns. The ``sync`` store's
+stream (one replica per region, at most 3) is such a Raft group: when its leader's node is lost, the
+survivors elect a new one, and writes are refused until then."""
+RAFT_HEARTBEAT = 1.0
+"""Seconds between a Raft leader's heartbeats (``hbIntervalDefault``): a follower last heard its
+leader at most this long before the leader was lost (sooner under writes: every append counts)."""
+RAFT_CAMPAIGN_MAX = 0.8
+"""Seconds: a candidate that won no vote campaigns again within this (``maxCampaignTimeoutDefault``,
+8 x 100 ms): two followers campaigning at once cost one more round."""

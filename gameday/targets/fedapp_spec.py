@@ -11,7 +11,7 @@ from gameday.fedapp import storetiming
 from gameday.fedapp.spec import AppControlPlane, AppDefects, AppState, AppTiming, AppTopology
 from gameday.model.topology import Topology
 from gameday.verdicts.predict import StatedTiming, from_topology
-from gameday.verdicts.state import StatedFailover, StatedReplication
+from gameday.verdicts.state import StatedElection, StatedFailover, StatedReplication
 
 
 class ReferenceTiming:
@@ -70,7 +70,8 @@ def stated_replication(topology: Topology) -> StatedReplication | None:
     """What the reference app's configuration states of its state layer: the replication mode and
     lag from ``state:``; for ``async``, the store controller's failover, checked with the
     topology's own ``timing`` (it probes the primary as the GSLB probes gateways) and its lease and
-    announcement constants; and how long its store clients stay on a frozen node. None: no state
+    announcement constants; for ``sync``, nats-server's Raft election (the stream's replicas elect a
+    new leader); and how long its store clients stay on a frozen node. None: no state
     layer."""
     state = topology.state
     if state is None:
@@ -83,5 +84,13 @@ def stated_replication(topology: Topology) -> StatedReplication | None:
                                   lease=lease, announce=announce, nodes=len(topology.regions),
                                   source=f"topology {topology.name!r}: timing, and the reference store controller's "
                                          f"{lease:g} s lease and {announce:g} s announcements")
-    return StatedReplication(state.replication, state.max_lag, failover=failover,
+    election = None
+    if state.replication == "sync":
+        lo, hi = storetiming.RAFT_ELECTION_TIMEOUT
+        election = StatedElection(timeout_min=lo, timeout_max=hi, heartbeat=storetiming.RAFT_HEARTBEAT,
+                                  campaign_max=storetiming.RAFT_CAMPAIGN_MAX,
+                                  source=f"nats-server's Raft defaults: election timeout {lo:g}-{hi:g} s, heartbeat "
+                                         f"{storetiming.RAFT_HEARTBEAT:g} s, a new vote round within "
+                                         f"{storetiming.RAFT_CAMPAIGN_MAX:g} s")
+    return StatedReplication(state.replication, state.max_lag, failover=failover, election=election,
                              dead_connection=storetiming.DEAD_CONNECTION)

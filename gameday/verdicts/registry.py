@@ -645,12 +645,13 @@ VERDICTS = VerdictTable((
         name="write_recovery_vs_prediction", title="write recovery against the stated failover (DESIGN.md §9)",
         unit="s", needs=_needs_write_prediction, check=_write_recovery_vs_prediction_check,
         input="a stated replication, the fault's effect on the store and where the data was led (async: the "
-              "store's stated failover timing)",
+              "store's stated failover timing; sync: its Raft election timing)",
         measures="the write_recovery figure against the window the stated configuration predicts: the primary "
-                 "lost (async), detection + the lease + a promotion check + the announcement + one write; any "
-                 "other fault, one write, or the clients' move where it takes a region's entry out",
+                 "lost (async), detection + the lease + a promotion check + the announcement + one write; the "
+                 "leader lost (sync), the election timeout from the last heartbeat + a second vote round + one "
+                 "write; any other fault, one write, or the clients' move where it takes a region's entry out",
         judged="inside the window plus resolution and slack (n/a where the store's failover is not stated: a "
-               "sync leader election, a single copy)"),
+               "single copy, a sync store whose election timing is not stated)"),
     VerdictKind(
         name="error_ratio", title="client error ratio during the fault", unit="%",
         asserts=("assert_error_ratio_under",),

@@ -53,6 +53,9 @@ class StatedReplication:
     failover: StatedFailover | None = None
     """``async``: how a lost primary is replaced (None: not stated; the write-recovery prediction
     for a drill that takes the primary is then n/a)."""
+    election: StatedElection | None = None
+    """``sync``: how the store elects a new leader when its leader is lost (None: not stated; the
+    write-recovery prediction for a drill that takes the leader is then n/a)."""
     dead_connection: float | None = None
     """A client's connection to a *frozen* store node (alive, answering nothing) is found dead and
     replaced after at most this many seconds (None: not stated; a frozen node is then taken to
@@ -85,6 +88,23 @@ class StatedFailover:
     """Where it is stated (``topology 'local': timing + the reference store controller``)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class StatedElection:
+    """How a ``sync`` store (a Raft group) replaces a lost leader: each surviving follower campaigns
+    once it has heard nothing from the leader for a random election timeout in
+    ``timeout_min`` .. ``timeout_max``, measured from the last heartbeat (or append) it heard, at
+    most ``heartbeat`` before the loss; a candidate whose vote round won nothing (two campaigning at
+    once) tries again within ``campaign_max``. What the write-recovery prediction is made from
+    when a drill takes the leader (DESIGN.md section 9)."""
+
+    timeout_min: float
+    timeout_max: float
+    heartbeat: float
+    campaign_max: float
+    source: str
+    """Where it is stated (``nats-server's Raft defaults``, a profile)."""
+
+
 StoreEffect = Literal["stopped", "frozen"]
 """What a fault does to its region's store node: killed (its clients' connections break at
 once) or frozen (alive, answering nothing: its clients find out only from their pings)."""
@@ -109,8 +129,11 @@ def write_recovery_window(stated: StatedReplication | None, *, effect: StoreEffe
     within ``dead_connection``; then every writer hears the new primary within ``announce`` and one
     write takes up to ``write_timeout``. Any other fault leaves the write path: writes are taken
     again within one write, or, where the fault takes its region's entry out, once the writer's
-    clients have moved (the client-recovery prediction's latest). A ``sync`` or ``none`` store that
-    loses its leader has no stated failover: unknown, never a pass."""
+    clients have moved (the client-recovery prediction's latest). A ``sync`` store that loses its
+    leader: the stated election (:class:`StatedElection`), from ``timeout_min - heartbeat`` (the
+    survivors last heard the leader up to a heartbeat before) to ``timeout_max + campaign_max`` (a
+    second vote round), + one write; unknown where no election is stated. A ``none`` store that
+    loses its only copy has no failover: unknown, never a pass."""
     name = "write_recovery"
     if stated is None:
         return Window(figure=name, unknown="the federation states no replication mode (state.replication)")
@@ -120,9 +143,20 @@ def write_recovery_window(stated: StatedReplication | None, *, effect: StoreEffe
                       "data when it was injected is not known (the target cannot say: HasStatePrimary)")
     if effect is not None and region is not None and region == primary:
         if stated.mode == "sync":
-            return Window(figure=name, unknown=f"the fault takes the store node that leads the data (region "
-                          f"{region}): sync writes wait for the store's own leader election, whose timing the "
-                          "federation does not state")
+            e = stated.election
+            if e is None:
+                return Window(figure=name, unknown=f"the fault takes the store node that leads the data (region "
+                              f"{region}): sync writes wait for the store's own leader election, whose timing the "
+                              "federation does not state")
+            lo = max(0.0, e.timeout_min - e.heartbeat)
+            elected = e.timeout_max + e.campaign_max
+            latest = max(elected, frozen) + write_timeout
+            dead = (f"; the frozen node's clients find their connections dead within {frozen:g} s" if frozen else "")
+            return Window(figure=name, earliest=lo, latest=latest,
+                          derivation=f"leader {region} lost: the survivors elect a new one once an election timeout "
+                          f"of {e.timeout_min:g}-{e.timeout_max:g} s has run from the last heartbeat they heard (at "
+                          f"most {e.heartbeat:g} s before the loss), + up to {e.campaign_max:g} s for a second vote "
+                          f"round: {lo:.2f}-{elected:.2f} s{dead}; + one write <= {write_timeout:g} s ({e.source})")
         if stated.mode == "none":
             return Window(figure=name, unknown=f"the fault takes the store's only copy (region {region}): with no "
                           "standby to promote, writes wait for its return (no failover to predict)")

@@ -19,7 +19,7 @@ def test_region_blackhole(drill, load):
     # Its store node is frozen with it: a quorum of the others keeps every acknowledged write.
     result.assert_verdict("data_loss")
     result.assert_verdict("write_recovery")
-    # n/a where the frozen region's store node led the data (a sync leader election is not stated)
+    # where the frozen region's store node led the data: the Raft election (sync) or promotion (async)
     result.assert_verdict("write_recovery_vs_prediction")
     result.assert_verdict("stale_reads")  # a client moved to another region still finds its own writes
     # Its workers froze holding tasks: the queue gives them to another region after the ack wait,

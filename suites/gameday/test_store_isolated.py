@@ -28,6 +28,6 @@ def test_store_primary_isolated_and_back(drill, load):
         result = drill.observe(fault, seconds=8)  # the promotion or election behind its back
     result.assert_verdict("fencing")  # async: nothing taken at the old epoch (sync: n/a)
     result.assert_verdict("write_recovery")
-    result.assert_verdict("write_recovery_vs_prediction")  # async: the stated failover; sync: n/a
+    result.assert_verdict("write_recovery_vs_prediction")  # async: the stated failover; sync: the election
     result.assert_verdict("data_loss")
     result.assert_verdict("stale_reads")

@@ -73,8 +73,9 @@ def test_an_unreplicated_store_fails_data_loss_and_only_data_loss(broken_run, py
     assert state["data_loss"]["lost"] == lost  # the figure is in figures-N.json too
     verdicts = {v["name"]: v["outcome"] for v in summary["verdicts"]}  # type: ignore[union-attr]
     # fencing first: n/a (a sync store's acknowledgements name no epoch); writes taken again once the
-    # node is back (no failover to predict for the store's leader); the test stops at data_loss
-    assert verdicts == {"fencing": "n/a", "write_recovery": "pass", "write_recovery_vs_prediction": "n/a",
+    # node is back, at the revert (t+8 s): inside the window a Raft election would take (3.0-10.8 s),
+    # so the election's prediction cannot tell this store elected nobody; the test stops at data_loss
+    assert verdicts == {"fencing": "n/a", "write_recovery": "pass", "write_recovery_vs_prediction": "pass",
                         "data_loss": "fail"}, verdicts
 
 
@@ -95,7 +96,8 @@ def test_consumers_in_every_region_fail_duplicates_and_only_duplicates(broken_ru
     assert int(failure.group(4)) >= 3, failure.group(0)
     summary = _figures(pytester.path)
     verdicts = {v["name"]: v["outcome"] for v in summary["verdicts"]}  # type: ignore[union-attr]
-    assert verdicts == {"fencing": "n/a", "write_recovery": "pass", "write_recovery_vs_prediction": "n/a",
+    # (the store's Raft election as stated, nats-server's: the defect leaves it)
+    assert verdicts == {"fencing": "n/a", "write_recovery": "pass", "write_recovery_vs_prediction": "pass",
                         "data_loss": "pass", "data_loss_vs_prediction": "pass", "stale_reads": "pass",
                         "duplicates": "fail"}, verdicts
 
