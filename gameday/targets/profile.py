@@ -68,7 +68,7 @@ from gameday.observers.kinds import (
     http_url,
 )
 from gameday.runtime.userinput import load_yaml, read_text_file, shown
-from gameday.verdicts.state import StatedFailover, StatedReplication
+from gameday.verdicts.state import StatedElection, StatedFailover, StatedReplication
 
 EXAMPLE = "docs/reference/profile.md and examples/profiles/"
 """Where an "unknown field" message points."""
@@ -334,6 +334,29 @@ class FailoverSpec(StrictModel):
     nothing) is found dead and replaced; null: not stated (a frozen node costs nothing extra)."""
 
 
+class ElectionSpec(StrictModel):
+    """How a ``sync`` store (a Raft or Paxos group: etcd, a JetStream stream, a CockroachDB range)
+    states it elects a new leader when its leader is lost: what the write-recovery prediction of a
+    drill that takes the leader is made from. Each surviving follower campaigns once it has heard
+    nothing from the leader for a random election timeout in ``timeout_min`` .. ``timeout_max``,
+    counted from the last heartbeat it heard (at most ``heartbeat`` before the loss); a vote round
+    that won nothing is tried again within ``campaign_max``."""
+
+    timeout_min: float = Field(gt=0, le=3600, strict=True)
+    timeout_max: float = Field(gt=0, le=3600, strict=True)
+    heartbeat: float = Field(0.0, ge=0, le=3600, strict=True)
+    """Seconds between the leader's heartbeats (0: the followers heard it at the moment of the loss)."""
+    campaign_max: float = Field(0.0, ge=0, le=3600, strict=True)
+    """Seconds within which a candidate whose vote round won nothing campaigns again (0: one round)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ElectionSpec:
+        if self.timeout_max < self.timeout_min:
+            raise ValueError(f"timeout_max ({self.timeout_max:g}) is below timeout_min ({self.timeout_min:g}): the "
+                             "election timeout is drawn from timeout_min .. timeout_max")
+        return self
+
+
 class PrimarySpec(StrictModel):
     """Where the drill reads which region leads the data just before a fault that takes a store
     node: a JSON document over HTTP and the field that names the region."""
@@ -364,6 +387,9 @@ class StateSpec(StrictModel):
     failover: FailoverSpec | None = None
     """``async`` only: how a lost primary is replaced (null: not stated; the write-recovery
     prediction of a drill that takes the primary is then not applicable)."""
+    election: ElectionSpec | None = None
+    """``sync`` only: how the store elects a new leader when its leader is lost (null: not stated;
+    the write-recovery prediction of a drill that takes the leader is then not applicable)."""
     primary: PrimarySpec | None = None
     """Where the drill reads which region leads the data (null: it cannot tell a failover from a
     lost follower, and the write-recovery prediction of a store fault is not applicable)."""
@@ -375,7 +401,7 @@ class StateSpec(StrictModel):
     def _kind_beside_fields(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or "source" in data:
             return data
-        own = {"replication", "max_lag", "write_rate", "write_timeout", "failover", "primary"}
+        own = {"replication", "max_lag", "write_rate", "write_timeout", "failover", "election", "primary"}
         rest = {k: v for k, v in data.items() if k not in own}
         if not rest:
             raise ValueError(f"got no source kind, expected exactly one of {', '.join(SOURCE_KINDS.of('state'))} "
@@ -391,6 +417,9 @@ class StateSpec(StrictModel):
         if self.replication != "async" and self.max_lag is not None:
             raise ValueError(f"max_lag: only with replication: async (got replication: "
                              f"{self.replication or 'not stated'})")
+        if self.replication != "sync" and self.election is not None:
+            raise ValueError(f"election: only with replication: sync, whose replicas elect a leader (got "
+                             f"replication: {self.replication or 'not stated'}; an async store states its failover)")
         if self.replication != "async" and self.failover is not None:
             raise ValueError(f"failover: only with replication: async, whose standby a controller promotes (got "
                              f"replication: {self.replication or 'not stated'}; a sync store elects its own leader)")
@@ -410,7 +439,11 @@ class StateSpec(StrictModel):
         failover = None if f is None else StatedFailover(
             probe_interval=f.probe_interval, probe_timeout=f.probe_timeout, fall=f.fall, lease=f.lease,
             announce=f.announce, nodes=f.nodes, source="the profile's state.failover")
-        return StatedReplication(self.replication, self.max_lag, failover=failover,
+        e = self.election
+        election = None if e is None else StatedElection(
+            timeout_min=e.timeout_min, timeout_max=e.timeout_max, heartbeat=e.heartbeat, campaign_max=e.campaign_max,
+            source="the profile's state.election")
+        return StatedReplication(self.replication, self.max_lag, failover=failover, election=election,
                                  dead_connection=None if f is None else f.dead_connection)
 
 

@@ -52,6 +52,7 @@ def _state(**changes: Any) -> dict[str, Any]:
 
 
 FAILOVER = {"probe_interval": 1.0, "probe_timeout": 0.5, "fall": 3, "lease": 2.0, "announce": 0.5}
+ELECTION = {"timeout_min": 4.0, "timeout_max": 9.0, "heartbeat": 1.0, "campaign_max": 0.8}
 
 MISTAKES = [
     (_state(replication="semi-sync"), "state.replication: got 'semi-sync', expected 'sync', 'async' or 'none'"),
@@ -79,6 +80,12 @@ MISTAKES = [
     (_state(failover={**FAILOVER, "fall": 0}), "state.failover.fall: got 0, expected *1*"),
     (_state(failover={"probe_interval": 1, "fall": 3}), "state.failover.probe_timeout: required field is missing"),
     (_state(primary={"url": "status:8080"}), "state.primary.url: got 'status:8080', *"),
+    (_state(election=ELECTION),
+     "state.election: only with replication: sync, whose replicas elect a leader (got replication: async*"),
+    (_state(replication="sync", max_lag=..., election={**ELECTION, "timeout_max": 1.0}),
+     "state.election.timeout_max (1) is below timeout_min (4): the election timeout is drawn from *"),
+    (_state(replication="sync", max_lag=..., election={"timeout_max": 9.0}),
+     "state.election.timeout_min: required field is missing"),
 ]
 
 
@@ -318,6 +325,24 @@ def test_a_stated_failover_is_the_write_recovery_predictions_input(tmp_path: Pat
     unknown = write_recovery_window(bare.stated(), effect="stopped", region="a", primary="a",
                                     region_out_latest=None, write_timeout=1.0).unknown
     assert "states no failover timing" in (unknown or "")
+
+
+def test_a_stated_election_is_a_sync_stores_write_recovery_input(tmp_path: Path) -> None:
+    st = parse_profile(_state(replication="sync", max_lag=..., election=ELECTION), "team.yaml").state
+    assert st is not None
+    stated = st.stated()
+    assert stated is not None and stated.election is not None
+    assert stated.election.source == "the profile's state.election"
+    # the leader's node stopped: 4 - 1 = 3 s at the earliest; 9 + 0.8 s + one write of 1 s at the latest
+    w = write_recovery_window(stated, effect="stopped", region="a", primary="a", region_out_latest=None,
+                              write_timeout=1.0)
+    assert (w.earliest, w.latest) == (3.0, pytest.approx(10.8)), w
+    assert "the profile's state.election" in w.derivation
+    bare = parse_profile(_state(replication="sync", max_lag=...), "team.yaml").state
+    assert bare is not None
+    unknown = write_recovery_window(bare.stated(), effect="stopped", region="a", primary="a",
+                                    region_out_latest=None, write_timeout=1.0).unknown
+    assert "leader election, whose timing the federation does not state" in (unknown or "")
 
 
 @contextmanager
