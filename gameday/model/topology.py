@@ -253,6 +253,11 @@ class State(StrictModel):
     replicator copies at least this often)."""
     write_rate: float = Field(5.0, gt=0, le=1000, strict=True)
     """Writes per second the drill's writer sends (Poisson arrivals) while it observes."""
+    writers: int = Field(8, ge=1, le=256, strict=True)
+    """Writer clients, each with its own DNS cache (each write is sent by one picked at random): a
+    read-after-write session reads its writes back through the region its client's answer names,
+    so the regions the writes are read through are this many independent draws per TTL, not one
+    per write."""
     task_rate: float = Field(2.0, ge=0, le=1000, strict=True)
     """Tasks per second the drill adds to the background workers' queue (Poisson arrivals);
     each must be processed exactly once. 0: no tasks (the duplicates verdict is n/a)."""

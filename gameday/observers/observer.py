@@ -159,8 +159,8 @@ class Observer:
         self._started: float | None = None
         self._stopped: float | None = None
         self.writer: Writer | None = (
-            Writer(sources.state, timeline, sources.write_rate, ttl_hint=sources.write_ttl_hint,
-                   task_rate=sources.task_rate)
+            Writer(sources.state, timeline, sources.write_rate, clients=sources.writers,
+                   ttl_hint=sources.write_ttl_hint, task_rate=sources.task_rate)
             if sources.state is not None else None)
         """The drill's writer (a federation with a state layer), started and stopped with the observer."""
 

@@ -41,6 +41,8 @@ class Sources:
     :attr:`write_rate` while it observes and reads the writes back after the restore; None: the
     federation declares no state layer and the state verdicts are not applicable."""
     write_rate: float = 5.0
+    writers: int = 8
+    """Writer clients, each with its own DNS cache (:class:`gameday.observers.writes.Writer`)."""
     """Writes per second (a state layer only)."""
     task_rate: float = 0.0
     """Tasks per second added to the background workers' queue (a state source that is also a

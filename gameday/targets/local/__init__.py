@@ -143,7 +143,7 @@ class LocalTarget(ReferenceTiming):
                                                 timeout=state.write_timeout,
                                                 stated=stated_replication(self.topology),
                                                 task_path="/tasks"),
-                       write_rate=state.write_rate, task_rate=state.task_rate,
+                       write_rate=state.write_rate, writers=state.writers, task_rate=state.task_rate,
                        write_ttl_hint=float(self.topology.timing.dns_ttl))
 
     # -- the prediction's inputs (StatesTiming) ---------------------------------------------
