@@ -21,8 +21,9 @@ killed run, give its class an ``attach(ref)`` classmethod and put it in an impor
 module (see :mod:`gameday.targets.registry`).
 
 A reporter (results into Grafana, Slack, a database) implements one or both of the result hooks;
-each is called for every implementation, and one that raises is reported (a warning naming it,
-and ``report_errors`` in the drill's figures), never in place of the test's own outcome::
+each is called for every implementation, and one that raises is reported (a "report error(s)"
+section under the run's tables, and ``report_errors`` in the drill's figures), never in place of the
+test's own outcome::
 
     def pytest_gameday_drill_recorded(item, result, summary, files):
         post_to_my_dashboard(item.nodeid, summary["switchover"], summary["verdicts"])
