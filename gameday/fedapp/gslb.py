@@ -144,6 +144,11 @@ class RegionState:
     cp_routable: bool | None = None
     healthy: bool = False
     ever_admitted: bool = False
+    admitted_routable: bool = False
+    """Admitted once while the control plane counted it routable: in service. An admission on the
+    first probe before the control plane's view arrived does not count: at start-up the view
+    can take the region out again (its route not yet published), and its admission when the
+    route arrives is still the first, at full weight, not a re-admission that ramps (R10)."""
     ramp_from: float | None = None
     """Monotonic time the current ramp started; None = full weight."""
     answers_total: int = 0
@@ -256,9 +261,12 @@ class Gslb(HttpComponent):
         now = time.monotonic()
         if healthy and not r.healthy:
             # First admission at full weight; every re-admission ramps (R10), unless the defect.
-            ramps = r.ever_admitted and self.ramp_seconds > 0 and not self.spec.topology.defects.gslb_no_ramp
+            # With the control plane's view, "admitted before" means admitted while routable.
+            returning = r.admitted_routable if r.cp_routable else r.ever_admitted
+            ramps = returning and self.ramp_seconds > 0 and not self.spec.topology.defects.gslb_no_ramp
             r.ramp_from = now if ramps else None
             r.ever_admitted = True
+            r.admitted_routable = r.admitted_routable or bool(r.cp_routable)
         elif not healthy:
             r.ramp_from = None
         r.healthy = healthy
