@@ -514,7 +514,13 @@ def api_page() -> str:
         if name.startswith("pytest_gameday_"):
             out.append(f"### `{name}` {{#{name}}}\n\n```python\ndef {name}{_signature(fn)}\n```\n\n"
                        f"{one_line(inspect.getdoc(fn))}\n\n")
-    out.append("## Target capabilities {#capabilities}\n\nOptional protocols of `gameday.interfaces` a target may "
+    from gameday.plugin.reporters import BUILT_IN  # noqa: PLC0415
+
+    out.append("## Built-in reporters {#reporters}\n\nPlugins on the result hooks, run before a user's; each is "
+               "switched off with `pytest -p no:<name>` ([Write a reporter](../howto/write-a-reporter.md)).\n\n"
+               "| plugin | writes |\n|---|---|\n")
+    out += [f"| `{name}` | {cell(what)} |\n" for name, what in BUILT_IN.items()]
+    out.append("\n## Target capabilities {#capabilities}\n\nOptional protocols of `gameday.interfaces` a target may "
                "implement; a conformance check that needs one skips with the reason when the target lacks it.\n\n"
                "| protocol | lets the target |\n|---|---|\n")
     out += [f"| `{proto.__name__}` | {cell(what)} |\n" for proto, what in CAPABILITIES.items()]

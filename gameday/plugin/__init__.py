@@ -16,6 +16,7 @@ import pytest
 
 from gameday.errors import ConfigError, HarnessStarved
 from gameday.plugin import interrupted as ginterrupted
+from gameday.plugin import reporters as greporters
 from gameday.plugin import reporting as greporting
 from gameday.plugin import session as gsession
 from gameday.runtime.interrupts import give_every_frame_a_line
@@ -132,12 +133,16 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(ginterrupted.InterruptReport(config), "gameday-interrupt-report")
+    greporters.register(config)
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     try:
         settings = resolve(lambda opt: _raw_option(config, opt), targets=gsession.target_names(config))
     except ConfigError as exc:
         raise pytest.UsageError(f"gameday: {exc}") from exc
+    if settings.fail_on_regression and not config.pluginmanager.has_plugin(gsession.HISTORY_PLUGIN):
+        raise pytest.UsageError(f"gameday: --gameday-fail-on-regression judges each drill against the run history, "
+                                f"which -p no:{gsession.HISTORY_PLUGIN} switched off")
     # Workers of pytest-xdist must share the controller's seed so picks are reproducible.
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None and "gameday_seed" in worker_input:

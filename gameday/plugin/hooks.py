@@ -20,10 +20,13 @@ and then ``pytest --gameday-target mine``. The built-in targets (``local``, ``ki
 killed run, give its class an ``attach(ref)`` classmethod and put it in an importable
 module (see :mod:`gameday.targets.registry`).
 
-A reporter (results into Grafana, Slack, a database) implements one or both of the result hooks;
-each is called for every implementation, and one that raises is reported (a "report error(s)"
-section under the run's tables, and ``report_errors`` in the drill's figures), never in place of the
-test's own outcome::
+A reporter (results into Grafana, Slack, a database) implements one or both of the result hooks.
+Each implementation is called on its own (:func:`gameday.plugin.reporters.call_reporters`), so
+one that raises neither stops the others nor replaces the test's outcome: what it raised is
+reported (a "report error(s)" section under the run's tables, and ``report_errors`` in the drill's
+figures). gameday's own reporters are implementations too, run first, each switched off with
+``-p no:<name>``: ``gameday_plots``, ``gameday_history``, ``gameday_allure``
+(:mod:`gameday.plugin.reporters`)::
 
     def pytest_gameday_drill_recorded(item, result, summary, files):
         post_to_my_dashboard(item.nodeid, summary["switchover"], summary["verdicts"])
@@ -92,11 +95,14 @@ def pytest_gameday_drill_recorded(item: pytest.Item, result: DrillResult, summar
         item: the test that ran the drill.
         result: the drill's :class:`gameday.verdicts.result.DrillResult` (its fault window, the
             timeline, every figure and verdict method).
-        summary: what ``figures-N.json`` holds (a copy: changing it changes nothing): the test,
-            the seed, the fault and its region, each figure with its resolution, the prediction,
-            the load, the state layer and ``verdicts`` (name, outcome, figure, limit, detail).
-        files: what gameday wrote for it, by kind (``figures``, ``timeline_png``, ``timeline_csv``,
-            ``timeline_json``, ``settings``; ``locust_stats``, ``rounds_png`` where there are).
+        summary: what ``figures-N.json`` holds (each reporter its own copy: changing it changes
+            nothing): the test, the seed, the fault and its region, each figure with its
+            resolution, the prediction, the load, the state layer and ``verdicts`` (name,
+            outcome, figure, limit, detail).
+        files: what gameday wrote for it, by kind (``figures``, ``timeline_csv``,
+            ``timeline_json``, ``settings``; ``locust_stats`` under load), and what the reporters
+            called before this one added (``gameday_plots``: ``timeline_png``, and ``rounds_png``
+            with rounds). One dict for all: a reporter may add its own files for the next.
     """
 
 
@@ -104,8 +110,8 @@ def pytest_gameday_drill_recorded(item: pytest.Item, result: DrillResult, summar
 def pytest_gameday_run_recorded(config: pytest.Config, drills: Sequence[Mapping[str, Any]],
                                 conformance: Sequence[Mapping[str, Any]], run_dir: Path) -> None:
     """The run is over: every drill's summary (the workers' too, under ``-n``) and every
-    conformance check's outcome, once, in the controller, after the tables are printed and the
-    history appended.
+    conformance check's outcome, once, in the controller, after the tables are printed and
+    ``run.json`` written (the built-in ``gameday_history`` appends the history here, first).
 
     Args:
         config: the pytest config.

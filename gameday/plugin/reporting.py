@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from gameday.load.runner import LoadRunner
+from gameday.plugin import reporters
 from gameday.plugin.session import (
     DRILLS_KEY,
     PENDING_KEY,
@@ -36,11 +37,9 @@ from gameday.plugin.session import (
     RESULTS_KEY,
     STATE_KEY,
     SessionState,
-    history_path,
     safe_nodeid,
 )
-from gameday.reports import allure_attach, junit, plots, rawdata, reporting, table
-from gameday.reports.history import append_history
+from gameday.reports import allure_attach, junit, rawdata, table
 from gameday.runtime.interrupts import ledger_pending, signal_name
 from gameday.verdicts import harness
 from gameday.verdicts.result import DrillResult
@@ -72,18 +71,12 @@ def write_drill_reports(config: pytest.Config, state: SessionState, node: pytest
 
 def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
                         summary: dict[str, Any], index: int, runner: LoadRunner | None) -> None:
+    """The drill's record (its raw timeline, the settings, its figures with the verdicts), then
+    the reporters on :func:`~gameday.plugin.hooks.pytest_gameday_drill_recorded`: the built-in
+    ones (:mod:`gameday.plugin.reporters`: the plots, Allure) first, then the user's."""
     out_dir = state.run_dir / "drills" / safe_nodeid(node.nodeid)
-    base = node.nodeid.split("[")[0]
-    files = {"figures": out_dir / f"figures-{index}.json", "timeline_png": out_dir / f"timeline-{index}.png",
-             "timeline_csv": out_dir / f"timeline-{index}.csv", "timeline_json": out_dir / f"timeline-{index}.json",
-             "settings": state.run_dir / "settings.json"}
-    try:
-        files["timeline_png"].write_bytes(plots.timeline_png(plots.timeline_series(res)))
-    except (ValueError, RuntimeError, OSError) as exc:
-        # Not raised: it would replace the test's own outcome (a verdict, a casualty) with a
-        # plotting error. The summary says what is missing.
-        log.exception("could not draw the timeline of %s", node.nodeid)
-        summary["report_errors"] = [f"timeline plot: {exc!r}"]
+    files = {"figures": out_dir / f"figures-{index}.json", "timeline_csv": out_dir / f"timeline-{index}.csv",
+             "timeline_json": out_dir / f"timeline-{index}.json", "settings": state.run_dir / "settings.json"}
     files["timeline_csv"].write_text(rawdata.timeline_csv(res))
     files["timeline_json"].write_text(rawdata.timeline_json(res))
     if not files["settings"].exists():
@@ -94,33 +87,11 @@ def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest
     if runner is not None:
         files["locust_stats"] = runner.stats_csv
     files["figures"].write_text(json.dumps(summary, indent=2, default=str))  # now with its verdicts
-    if state.settings.rounds > 1 and len(state.round_switchovers.get(base, [])) > 1:
-        files["rounds_png"] = out_dir / f"rounds-{index}.png"
-        files["rounds_png"].write_bytes(plots.rounds_png(base.split("::")[-1], state.round_switchovers[base],
-                                                         state.settings.slo.switchover_limit))
-    allure_attach.attach_drill(config, summary, table.drill_rows([summary]), files=files,
-                               context=reporting.context(state.settings, state.profile))
-    failed = _call_reporters(lambda: config.hook.pytest_gameday_drill_recorded(
-        item=node, result=res, summary=_copy(summary), files=dict(files)))
+    failed = reporters.call_reporters(config.hook.pytest_gameday_drill_recorded,
+                                      {"item": node, "result": res, "files": files}, {"summary": summary})
     if failed:  # said in the figures (and so in the summary's report errors), never raised
-        summary.setdefault("report_errors", []).append(f"pytest_gameday_drill_recorded: {failed}")
+        summary.setdefault("report_errors", []).extend(failed)
         files["figures"].write_text(json.dumps(summary, indent=2, default=str))
-
-
-def _copy(data: Any) -> Any:
-    """*data* as a reporter sees it: a deep copy, as JSON would give it back."""
-    return json.loads(json.dumps(data, default=str))
-
-
-def _call_reporters(call: Any) -> str | None:
-    """Call a result hook; what a reporter raised, as a line (logged with its traceback), or None.
-    Never raised: a reporter must not replace the test's outcome or stop the run's summary."""
-    try:
-        call()
-    except Exception as exc:  # anything a user's reporter raises
-        log.exception("a gameday reporter failed")
-        return f"{type(exc).__name__}: {exc}"[:500]
-    return None
 
 
 def label_items(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -267,7 +238,7 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
         for line in table.render_conformance(rules):
             tr.write_line(line)
     if drills or rules:
-        for line in finish_reports(tr.config, state, drills, set(reasons)):
+        for line in finish_reports(tr.config, state, drills):
             tr.write_line(line)
     # A test inconclusive after its rerun is listed here; one that passed then, under the reruns.
     starved = [rep for rep in tr.stats.get("inconclusive", []) if getattr(rep, "when", "call") in ("call", "setup")]
@@ -292,10 +263,10 @@ def terminal_summary(tr: Any, state: SessionState) -> None:
     write_run_file(tr.config, state)
     if getattr(tr.config, "workerinput", None) is None:
         errors = [f"{d.get('test')}: {e}" for d in drills for e in d.get("report_errors", [])]
-        failed = _call_reporters(lambda: tr.config.hook.pytest_gameday_run_recorded(
-            config=tr.config, drills=_copy(drills), conformance=_copy(rules), run_dir=state.run_dir))
-        if failed:
-            errors.append(f"pytest_gameday_run_recorded: {failed}")
+        state.failed_tests = set(reasons)
+        errors += reporters.call_reporters(tr.config.hook.pytest_gameday_run_recorded,
+                                           {"config": tr.config, "run_dir": state.run_dir},
+                                           {"drills": drills, "conformance": rules})
         if errors:
             tr.write_sep("=", f"gameday: {len(errors)} report error(s) (the verdicts stand)")
             for line in errors:
@@ -325,43 +296,17 @@ def regressions(drills: list[dict[str, Any]]) -> list[str]:
             for d in drills if isinstance(d.get("regression"), dict) and d["regression"].get("status") == "regression"]
 
 
-def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict[str, Any]],
-                   failed_tests: set[str]) -> list[str]:
-    """At the end of the run (controller only): append the history, draw the rounds, write
-    Allure's environment, categories and executor files; returns lines for the summary."""
+def finish_reports(config: pytest.Config, state: SessionState, drills: list[dict[str, Any]]) -> list[str]:
+    """At the end of the run (controller only): the regression lines for the summary. (The
+    history, the rounds plots and Allure's run files are reporters': :mod:`gameday.plugin.reporters`.)"""
     if getattr(config, "workerinput", None) is not None:
         return []
     lines: list[str] = []
-    s = state.settings
-    rows = [] if s.dry_run else reporting.history_rows(drills, run=state.run_dir.name, commit=reporting.git_commit(),
-                                  settings=s, profile=state.profile, failed_tests=failed_tests)
-    if rows:
-        try:
-            append_history(history_path(s), rows)
-            lines.append(f"history: {len(rows)} drill(s) appended to {history_path(s)}")
-        except OSError as exc:
-            lines.append(f"history: could not append to {history_path(s)}: {exc}")
-    if s.rounds > 1:
-        by_test: dict[str, list[float]] = {}
-        for d in drills:
-            sw = d.get("switchover")
-            if isinstance(sw, dict) and sw.get("value_s") is not None:
-                by_test.setdefault(str(d.get("test", "")).split("[")[0], []).append(float(sw["value_s"]))
-        for i, (test, values) in enumerate(sorted(by_test.items())):
-            path = state.run_dir / f"rounds-{i}.png"
-            with contextlib.suppress(OSError):
-                path.write_bytes(plots.rounds_png(test.split("::")[-1], values, s.slo.switchover_limit))
-                lines.append(f"switchover across rounds ({test.split('::')[-1]}): {path}")
-    directory = allure_attach.results_dir(config)
-    if directory is not None:
-        regions = [r.name for r in state.topology.regions] if state.topology is not None else []
-        env = reporting.environment(s, state.profile, regions, state.software)
-        allure_attach.write_results_files(directory, env, os.environ, run=state.run_dir.name)
     regressed = regressions(drills)
     if regressed:
         state.regressed = regressed
         lines += [f"REGRESSION {line}" for line in regressed]
-        if s.fail_on_regression:
+        if state.settings.fail_on_regression:
             lines.append("--gameday-fail-on-regression: the run fails")
     return lines
 

@@ -56,6 +56,9 @@ PENDING_KEY = pytest.StashKey[list[tuple[DrillResult, dict[str, Any], int, "Load
 STATE_KEY = pytest.StashKey["SessionState"]()
 """The session's state (set by the plugin at configure)."""
 REGRESSION_KEY = pytest.StashKey[tuple[str, bool]]()
+HISTORY_PLUGIN = "gameday_history"
+"""The name the history reporter (:mod:`gameday.plugin.reporters`) registers under; while it is
+switched off (``-p no:gameday_history``) no drill is judged against the history."""
 """A drill of the test regressed: the message, and whether the run fails on it."""
 RESULTS_KEY = pytest.StashKey[list[DrillResult]]()
 """The test's drill results, in the order of its DRILLS_KEY summaries (their verdicts are
@@ -89,6 +92,8 @@ class SessionState:
     """Test (without parameters) -> switchover of each round this process ran (the rounds plot)."""
     regressed: list[str] = field(default_factory=list)
     """Drills whose switchover regressed against the history (the exit summary)."""
+    failed_tests: set[str] = field(default_factory=set)
+    """Node ids of the tests that failed (the history marks their drills failed), at the end."""
     history: list[HistoryRow] | None = None
     """reports/history.jsonl as it was when this process first read it (previous runs only)."""
     started: float = field(default_factory=time.time)
@@ -550,7 +555,7 @@ def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item
     value = switchover.get("value_s") if isinstance(switchover, dict) else None
     if state.history is None:
         state.history = load_history(history_path(state.settings))
-    if res.removes_region and res.switchover_observed:
+    if res.removes_region and res.switchover_observed and config.pluginmanager.has_plugin(HISTORY_PLUGIN):
         check = check_regression(state.history, value, test=base, fault=res.fault.kind, aborted=res.fault.aborted)
         summary["regression"] = {"status": check.status, "message": check.message, "flag": check.flag}
         fail = check.status == "regression" and state.settings.fail_on_regression

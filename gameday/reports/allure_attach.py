@@ -40,8 +40,14 @@ _SEEN_KEY = pytest.StashKey[dict[str, list[dict[str, Any]]]]()
 
 
 
+ALLURE_PLUGIN = "gameday_allure"
+"""The name gameday's Allure reporter registers under: ``pytest -p no:gameday_allure`` switches
+gameday's Allure content off (allure-pytest's own results stay)."""
+
+
 def allure_active(config: pytest.Config) -> bool:
-    return bool(getattr(config.option, "allure_report_dir", None))
+    """allure-pytest writes results (``--alluredir``) and gameday's Allure reporter is on."""
+    return bool(getattr(config.option, "allure_report_dir", None)) and config.pluginmanager.has_plugin(ALLURE_PLUGIN)
 
 
 def results_dir(config: pytest.Config) -> Path | None:

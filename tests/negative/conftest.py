@@ -18,7 +18,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SUITES = REPO / "suites"
-INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider\n"
+INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider -p no:gameday_plots -p no:gameday_history\n"
+"""The controls judge verdicts (each drill's figures file), not reports: no timeline plot (about a
+CPU-second per drill) and no history (each control's directory is new: nothing to judge against)."""
 
 
 @pytest.fixture

@@ -138,7 +138,7 @@ def test_a_healthy_federation_passes_and_reports(pytester: pytest.Pytester) -> N
     assert "switchover" in run_line["drills"][0][2] and run_line["conformance"] == []
     assert (pytester.path / run_line["run_dir"]).resolve() == figures[0].parents[2].resolve()
     result.stdout.fnmatch_lines(["*gameday: 1 report error(s) (the verdicts stand)*",
-                                 "pytest_gameday_run_recorded: RuntimeError: the dashboard is down"])
+                                 "pytest_gameday_run_recorded (conftest.py): RuntimeError: the dashboard is down"])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
