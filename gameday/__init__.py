@@ -51,6 +51,9 @@ _EXPORTS: dict[str, str] = {
     "UtilisationReading": "gameday.observers.sources", "HttpJsonUtilisation": "gameday.observers.sources",
     "VersionFeed": "gameday.observers.sources", "NatsVersionFeed": "gameday.observers.sources",
     "ReferenceEndpoints": "gameday.observers.reference",
+    # load (what the load hook, ``pytest_gameday_make_load``, returns)
+    "LoadGenerator": "gameday.load.generator", "RecordedLoad": "gameday.load.generator",
+    "RequestRec": "gameday.model.timeline",
     # errors
     **dict.fromkeys((
         "GamedayError", "ConfigError", "TargetError", "TargetUnreachable", "ComponentFailed", "FaultError",
@@ -91,6 +94,7 @@ __all__ = [
     "Liveness",
     "LoadCollapsed",
     "LoadError",
+    "LoadGenerator",
     "LogFileAlarms",
     "MetricsVersion",
     "NatsVersionFeed",
@@ -98,10 +102,12 @@ __all__ = [
     "Param",
     "PrometheusVersion",
     "Reconcilable",
+    "RecordedLoad",
     "ReferenceEndpoints",
     "RegionInfo",
     "Releasable",
     "ReleaseMechanism",
+    "RequestRec",
     "RestoreIncomplete",
     "Settings",
     "SharedFederation",

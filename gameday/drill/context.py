@@ -11,7 +11,7 @@ from typing import Any
 from gameday.faults import Fault, Ledger
 from gameday.faults.model import FaultTable
 from gameday.interfaces import RegionInfo, Target
-from gameday.load.runner import LoadRunner
+from gameday.load.generator import LoadGenerator
 from gameday.model.timeline import FaultWindow
 from gameday.observers.observer import Observer
 from gameday.reports.steps import Steps
@@ -34,7 +34,7 @@ class DrillContext:
     and the built-ins."""
     offered: float
     margin: float
-    load: LoadRunner | None
+    load: LoadGenerator | None
     progress: Callable[[str], None]
     """The live line."""
     round: int

@@ -46,7 +46,7 @@ from gameday.errors import FaultError
 from gameday.faults import FAULTS, Fault, Ledger
 from gameday.faults.model import FaultTable
 from gameday.interfaces import HasFaults, Target, liveness_of
-from gameday.load.runner import LoadRunner
+from gameday.load.generator import LoadGenerator
 from gameday.model.timeline import FaultWindow, abort_reason
 from gameday.reports.steps import NoSteps, Steps
 from gameday.runtime.interrupts import INTERRUPTS, Interrupts
@@ -69,7 +69,7 @@ class Drill:
         ledger: Ledger,
         offered: float,
         margin: float,
-        load: LoadRunner | None = None,
+        load: LoadGenerator | None = None,
         progress: Callable[[str], None] | None = None,
         round_index: int = 0,
         dns_ttl: float = 5.0,

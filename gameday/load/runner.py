@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 
 from gameday.errors import LoadError
+from gameday.load.generator import RecordedLoad
 from gameday.model.parts import LOAD_ROLE, ComponentState, Endpoints
 from gameday.model.timeline import RequestRec
 from gameday.runtime.interrupts import INTERRUPTS
@@ -36,8 +37,9 @@ WORKER_COMMAND = "python -m gameday.load.worker --master {host}:{port}"
 """What a user runs on each load machine (README, "Load from more than one machine")."""
 
 
-class LoadRunner:
-    """A bounded locust run against a federation's service name."""
+class LoadRunner(RecordedLoad):
+    """A bounded locust run against a federation's service name (gameday's built-in
+    :class:`~gameday.load.generator.LoadGenerator`)."""
 
     def __init__(
         self,
@@ -74,15 +76,13 @@ class LoadRunner:
             master_bind: where the master listens for them (host, port).
             workers_wait: how long :meth:`start` waits for them to connect.
         """
+        super().__init__(rate=rate, users=users, timeout=timeout)
         self.endpoints = endpoints
-        self.users = users
-        self.rate = rate
         self.workdir = workdir.resolve()
         self.records_dir = self.workdir / "records"
         self.locustfile = locustfile or BUILTIN_LOCUSTFILE
         self.workers = workers
         self.max_seconds = max_seconds
-        self.timeout = timeout
         self.procs: list[subprocess.Popen[bytes]] = []
         self.registry = registry
         self.expect_workers = expect_workers
@@ -92,9 +92,6 @@ class LoadRunner:
         self._offsets: dict[Path, int] = {}
         self._marks: dict[Path, float | None] = {}
         self.started_at: float | None = None
-        self.records: list[RequestRec] = []
-        self.dropped: list[float] = []
-        """Arrival times the locustfile dropped (not sent: too many requests in flight)."""
 
     def _env(self) -> dict[str, str]:
         host, port = self.endpoints.dns_server
@@ -263,15 +260,6 @@ class LoadRunner:
             return None
         return min(m for m in marks if m is not None)
 
-    def dropped_between(self, start: float, end: float) -> int:
-        """Arrivals in [start, end) that were dropped, not sent (open model: counted apart)."""
-        return sum(1 for t in self.dropped if start <= t < end)
-
-    def achieved_rate(self, start: float, end: float) -> float:
-        """Requests/s sent in [start, end]."""
-        n = sum(1 for r in self.records if start <= r.t < end)
-        return n / (end - start) if end > start else 0.0
-
     # -- liveness and achieved load (read by the drill's watcher, from the observer thread) --
     def liveness(self) -> list[ComponentState]:
         """Every locust process, alive or exited (with its exit code); empty once stopped."""
@@ -285,34 +273,6 @@ class LoadRunner:
                 + f"; see {self.workdir / 'locust.log'}")
             out.append(ComponentState(name, rc is None, p.pid, LOAD_ROLE, detail))
         return out
-
-    @property
-    def first_request_at(self) -> float | None:
-        """Send time of the first recorded request (the ramp is measured from it)."""
-        recs = self.records[:500]  # the first poll holds the earliest records of every process
-        return min(r.t for r in recs) if recs else None
-
-    def completed_rate(self, start: float, end: float) -> float:
-        """Requests/s *completed* (send time + latency) in [start, end).
-
-        Completion, not send time: a request sent just before *end* is recorded only when it
-        completes, so counting by send time would under-count the newest second. Reads the
-        records from the end (they are appended about in time order), so it stays cheap
-        at 10 Hz however long the run.
-        """
-        if end <= start:
-            return 0.0
-        slack = 2 * self.timeout + 5.0  # out of order by at most a request's life and a poll
-        n = 0
-        recs = self.records  # only ever appended to (by the observer thread): index from the end
-        for i in range(len(recs) - 1, -1, -1):
-            r = recs[i]
-            done = r.t + r.latency
-            if start <= done < end:
-                n += 1
-            elif r.t < start - slack:
-                break
-        return n / (end - start)
 
     def stop(self) -> None:
         """Stop every locust process (SIGTERM, then SIGKILL after 10 s) and read the rest."""

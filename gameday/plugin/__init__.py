@@ -57,6 +57,12 @@ def pytest_gameday_target_names(config: pytest.Config) -> list[str]:
     return gsession.builtin_target_names()
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_gameday_make_load(config: pytest.Config, endpoints: Any, users: int, rate: float, workdir: Any) -> Any:
+    """gameday's own load, locust, when no conftest or plugin answered first."""
+    return gsession.builtin_load(config.stash[STATE_KEY], endpoints, users=users, rate=rate, workdir=workdir)
+
+
 def argparse_help(text: str) -> str:
     """*text* as an argparse help string that renders as written (each ``%`` doubled)."""
     return text.replace("%", "%%")
@@ -356,9 +362,11 @@ def gameday_round(request: pytest.FixtureRequest) -> int:
 
 @pytest.fixture
 def load(federation: Any, pytestconfig: pytest.Config, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Real locust load against the GSLB service name for the duration of the test.
+    """Real load against the GSLB service name for the duration of the test: locust, or what a
+    conftest's ``pytest_gameday_make_load`` returns.
 
-    Yields a :class:`gameday.load.runner.LoadRunner` (its ``records`` are the requests).
+    Yields a :class:`gameday.load.generator.LoadGenerator` (gameday's own is a
+    :class:`gameday.load.runner.LoadRunner`; its ``records`` are the requests).
     """
     with gsession.load(pytestconfig, pytestconfig.stash[STATE_KEY], federation, request.node) as runner:
         yield runner

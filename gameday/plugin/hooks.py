@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from gameday.interfaces import Target
+    from gameday.interfaces import Endpoints, Target
+    from gameday.load.generator import LoadGenerator
     from gameday.model.topology import Topology
     from gameday.runtime.settings import Settings
     from gameday.verdicts.result import DrillResult
@@ -70,6 +71,29 @@ def pytest_gameday_make_target(
 
     Raise a :class:`gameday.errors.GamedayError` naming what is missing (a tool, a context,
     a file): the run stops with it as a usage error, before anything is created.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gameday_make_load(config: pytest.Config, endpoints: Endpoints, users: int, rate: float,
+                             workdir: Path) -> LoadGenerator | None:
+    """Build the load a drill runs under (the ``load`` fixture's value), not yet started, or
+    return None to leave it to the next implementation; gameday's own, locust
+    (:class:`gameday.load.runner.LoadRunner`), answers last.
+
+    Args:
+        config: the pytest config.
+        endpoints: where the clients go: the DNS server that answers the service name
+            (``dns_server``, ``fqdn``), the gateways' port and how a client asks (``client``).
+        users: clients (or arrival processes) to spread the load over (``--gameday-users``,
+            the ``gameday`` marker's, the topology's).
+        rate: offered requests/s across them (``--gameday-rate``, the marker's, the topology's).
+        workdir: a fresh directory for this test's load (records, logs).
+
+    Returns:
+        A :class:`gameday.load.generator.LoadGenerator` (subclass
+        :class:`gameday.load.generator.RecordedLoad` to implement only ``start``, ``poll`` and
+        ``stop``); gameday starts it before the test and stops it after, on every way out.
     """
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from gameday.load.generator import LoadGenerator
 from gameday.load.runner import LoadRunner
 from gameday.plugin import reporters
 from gameday.plugin.session import (
@@ -70,7 +71,7 @@ def write_drill_reports(config: pytest.Config, state: SessionState, node: pytest
 
 
 def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
-                        summary: dict[str, Any], index: int, runner: LoadRunner | None) -> None:
+                        summary: dict[str, Any], index: int, runner: LoadGenerator | None) -> None:
     """The drill's record (its raw timeline, the settings, its figures with the verdicts), then
     the reporters on :func:`~gameday.plugin.hooks.pytest_gameday_drill_recorded`: the built-in
     ones (:mod:`gameday.plugin.reporters`: the plots, Allure) first, then the user's."""
@@ -84,7 +85,7 @@ def _write_drill_report(config: pytest.Config, state: SessionState, node: pytest
         model = state.profile.profile if state.profile is not None else state.topology
         where = state.profile.path if state.profile is not None else state.settings.topology
         files["settings"].write_text(rawdata.settings_json(state.settings, model, where))
-    if runner is not None:
+    if isinstance(runner, LoadRunner):  # locust's own statistics
         files["locust_stats"] = runner.stats_csv
     files["figures"].write_text(json.dumps(summary, indent=2, default=str))  # now with its verdicts
     failed = reporters.call_reporters(config.hook.pytest_gameday_drill_recorded,

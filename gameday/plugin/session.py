@@ -27,9 +27,10 @@ from typing import Any, cast
 import pytest
 
 from gameday.drill import Drill
-from gameday.errors import ConfigError, DrillRefused, GamedayError
+from gameday.errors import ConfigError, DrillRefused, GamedayError, LoadError
 from gameday.faults import FAULTS, Ledger
-from gameday.interfaces import HasSoftware, Target
+from gameday.interfaces import Endpoints, HasSoftware, Target
+from gameday.load.generator import LoadGenerator
 from gameday.load.runner import LoadRunner
 from gameday.model import preflight
 from gameday.model.timeline import FaultWindow
@@ -51,7 +52,7 @@ from gameday.verdicts.result import DrillResult
 log = logging.getLogger(__name__)
 
 DRILLS_KEY = pytest.StashKey[list[dict[str, Any]]]()
-PENDING_KEY = pytest.StashKey[list[tuple[DrillResult, dict[str, Any], int, "LoadRunner | None"]]]()
+PENDING_KEY = pytest.StashKey[list[tuple[DrillResult, dict[str, Any], int, "LoadGenerator | None"]]]()
 """Drills of the test whose plots and attachments are still to be written (at the call's end)."""
 STATE_KEY = pytest.StashKey["SessionState"]()
 """The session's state (set by the plugin at configure)."""
@@ -439,23 +440,29 @@ class GamedayMarker:
         return cls(**checked)
 
 
+def builtin_load(state: SessionState, endpoints: Endpoints, *, users: int, rate: float, workdir: Path) -> LoadRunner:
+    """gameday's own load generator, locust, with the run's ``--gameday-*`` load settings."""
+    s = state.settings.load
+    return LoadRunner(endpoints, users=users, rate=rate, workdir=workdir, locustfile=s.locustfile, workers=s.workers,
+                      registry=state.procs, expect_workers=s.expect_workers, master_bind=s.master_bind,
+                      workers_wait=s.workers_wait)
+
+
 @contextmanager
-def load(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item) -> Iterator[LoadRunner]:
+def load(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item) -> Iterator[LoadGenerator]:
+    """The test's load generator (``pytest_gameday_make_load``: a conftest's, else locust),
+    started, and stopped on every way out."""
     assert state.topology is not None
     s = state.settings.load
     marker = GamedayMarker.of(node)
-    runner = LoadRunner(
-        target.endpoints(),
-        users=marker.users or s.users or state.topology.load.users,
-        rate=marker.rate or s.rate or state.topology.load.rate,
-        workdir=state.run_dir / "load" / safe_nodeid(node.nodeid),
-        locustfile=s.locustfile,
-        workers=s.workers,
-        registry=state.procs,
-        expect_workers=s.expect_workers,
-        master_bind=s.master_bind,
-        workers_wait=s.workers_wait,
-    )
+    workdir = state.run_dir / "load" / safe_nodeid(node.nodeid)
+    workdir.mkdir(parents=True, exist_ok=True)
+    runner = config.hook.pytest_gameday_make_load(
+        config=config, endpoints=target.endpoints(), users=marker.users or s.users or state.topology.load.users,
+        rate=marker.rate or s.rate or state.topology.load.rate, workdir=workdir)
+    if not isinstance(runner, LoadGenerator):
+        raise LoadError(f"pytest_gameday_make_load returned {type(runner).__name__}, not a LoadGenerator "
+                        f"(gameday.load.generator; subclass RecordedLoad)")
     try:
         runner.start()  # inside the try: a signal while locust starts must still stop it
         state.interrupts.checkpoint("the load started")
@@ -498,7 +505,7 @@ def _progress_writer(config: pytest.Config) -> Any:
 
 @contextmanager
 def drill(config: pytest.Config, state: SessionState, target: Target, node: pytest.Item, *,
-          runner: LoadRunner | None, round_index: int) -> Iterator[Drill]:
+          runner: LoadGenerator | None, round_index: int) -> Iterator[Drill]:
     assert state.topology is not None
     # The timeline plot's matplotlib import, while the drill waits for its steady state and
     # its fault (~0.5 s of CPU less on the way from the last verdict to the test's end).
@@ -540,7 +547,7 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
 
 
 def _record_result(config: pytest.Config, state: SessionState, node: pytest.Item, res: DrillResult, *,
-                   runner: LoadRunner | None, index: int) -> dict[str, Any]:
+                   runner: LoadGenerator | None, index: int) -> dict[str, Any]:
     out_dir = state.run_dir / "drills" / safe_nodeid(node.nodeid)
     summary = res.summary()
     summary["test"] = node.nodeid
