@@ -120,6 +120,11 @@ DEFECTS: dict[str, tuple[Any, ...]] = {
                               {"client_recovery"},
                               [_seed("a"), "--gameday-switchover-limit=4", "--gameday-locustfile={caching}",
                                "--gameday-stop-error-ratio=0.95", "--gameday-utilisation-limit=0.95"]),
+    # the same clients under the default 180 s limit: recovery passes it and fails its prediction
+    "caching-clients": ({"timing": {"dns_ttl": 1, "probe_timeout": 0.5, "stale_after": 3}}, [HEADLINE],
+                        {"client_recovery_vs_prediction"},
+                        [_seed("a"), "--gameday-locustfile={caching}", "--gameday-stop-error-ratio=0.95",
+                         "--gameday-utilisation-limit=0.95", "--gameday-recovery-window=3"]),
     "slow-probes-x5": ({"timing": {"dns_ttl": 1, "probe_timeout": 0.5}, "defects": {"probe_interval_factor": 5.0}},
                        [HEADLINE], {"dns_convergence_vs_prediction", "switchover_vs_prediction"}),
 }
