@@ -23,7 +23,7 @@ def test_store_primary_lost(drill, load):
     # (fencing); at 5 writes/s, about half through its region, none there in 3 s is e^-7.5 likely.
     with drill.fault("store_down", region, baseline=2.0, observe_after=3.0) as fault:
         # Long enough for most of a Raft election among the surviving nodes (nats-server: 4-9 s from
-        # the last heartbeat; 12 drills took writes again after 4.2-8.6 s) or an async promotion
+        # the last heartbeat; 30 drills took writes again after 4.5-9.0 s) or an async promotion
         # (1.2-3.6 s), and writes after it; write recovery is measured past the revert too.
         result = drill.observe(fault, seconds=8)
     result.assert_verdict("fencing")  # async: no write taken at the old epoch once promoted (sync: n/a)
