@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+
 import pytest
 
 from gameday.model.timeline import (
@@ -20,6 +23,7 @@ from gameday.runtime.settings import SLO
 from gameday.verdicts.capacity import dynamic_headroom, static_headroom
 from gameday.verdicts.measure import client_recovery, dns_convergence, read_latency, switchover, version_check
 from gameday.verdicts.result import DrillResult
+from gameday.verdicts.stats import FALSE_FAILURE, ratio_above, units_above
 
 NODES = ("gateway-a", "proxy-a", "gateway-c", "proxy-c")
 
@@ -73,6 +77,44 @@ def test_client_recovery_is_the_start_of_the_first_window_within_the_slo() -> No
     f = client_recovery(reqs, 1.0, 7.85, window=5.0, slo=0.01)
     assert f.value == pytest.approx(1.7, abs=0.06)
     assert "over 1.00% in every window, but not shown above it (P(Binomial(100, 0.01) >= 5) = 0.0034" in f.detail
+
+
+def _clients(n_clients: int, per_client: int, failing: Callable[[int, int], bool]) -> list[RequestRec]:
+    """*per_client* requests from each of *n_clients* clients, over 20 s in turn; request j of
+    client c fails when ``failing(c, j)``."""
+    n = n_clients * per_client
+    return [RequestRec(i * 20.0 / n, 0 if failing(i % n_clients, i // n_clients) else 200, 0.01,
+                       client=f"c{i % n_clients}") for i in range(n)]
+
+
+def test_client_recovery_counts_clients_not_requests_where_the_load_names_them() -> None:
+    # One client of 20 fails all its 30 requests in every window (5 % of the requests): counted as
+    # 600 independent requests that is P(Binomial(600, 0.01) >= 30) = 1.6e-12, "never recovered";
+    # but a client whose share of errors has mean 1 % can fail them all together 1 % of the time,
+    # and 1 of 20 does 18 % of the time: not evidence (Chernoff-Hoeffding over 20 clients: 0.44).
+    one = _clients(20, 60, lambda c, j: c == 7)
+    f = client_recovery(one, 0.0, 20.0, window=10.0, slo=0.01)
+    assert f.value == pytest.approx(0.0), f.detail
+    assert "not shown above it (Chernoff-Hoeffding over 20 clients' shares (mean 5.00%) <= 0.44" in f.detail
+    # Negative control: the same 5 % spread over every client (each fails 1 request in 20) is shown above.
+    spread = _clients(200, 6, lambda c, j: (c + j) % 20 == 0)
+    f = client_recovery(spread, 0.0, 20.0, window=10.0, slo=0.01)
+    assert f.value is None and "Chernoff-Hoeffding bound on its clients' error shares" in f.detail, f.detail
+
+
+def test_the_client_unit_holds_its_false_failure_probability_where_requests_fail_together() -> None:
+    # The worst healthy case for clustering: each client fails all its requests with probability
+    # 1 % (the SLO), independently of the others. Over 20,000 simulated 10 s windows of 40 clients x
+    # 15 requests, the client-unit rule shows the ratio above 1 % at most FALSE_FAILURE of the time;
+    # the request-unit binomial, assuming the requests independent, far more often than it states.
+    rng = random.Random(29)
+    trials, by_client, by_request = 20_000, 0, 0
+    for _ in range(trials):
+        bad = [15 if rng.random() < 0.01 else 0 for _ in range(40)]
+        by_client += units_above([(b, 15) for b in bad], 0.01)[0]
+        by_request += ratio_above(sum(bad), 600, 0.01)[0]
+    assert by_client / trials <= FALSE_FAILURE
+    assert by_request / trials > 20 * FALSE_FAILURE  # why the unit matters: 5.9 %, against a stated 0.1 %
 
 
 def test_client_recovery_decides_the_error_ratio_on_the_window_s_request_counts() -> None:
@@ -174,7 +216,7 @@ def test_a_few_overload_responses_are_noise_around_the_slo() -> None:
     # 5 of 105 (4.8 %) against 1 %: P(Binomial(105, 0.01) >= 5) = 0.0042 > 1e-3: not shown above.
     c = dynamic_headroom(_seconds("a", [0.5] * 3), ok + [RequestRec(2.0, 503, 0.01)] * 5, ("a",), start=0.5,
                          end=3.0, utilisation_limit=0.8, overload_ratio=0.01)
-    assert c.passed and "overload 4.76% (not shown above 1.00%: P = 0.0042)" in c.detail
+    assert c.passed and "overload 4.76% (not shown above 1.00%: P(Binomial(105, 0.01) >= 5) = 0.0042)" in c.detail
 
 
 def test_stale_alarms_count_every_proxy_except_those_a_blackhole_cut_off() -> None:

@@ -240,7 +240,7 @@ class LoadRunner(RecordedLoad):
                         continue
                     self._marks.setdefault(path, None)
                     new.append(RequestRec(t=float(d["t"]), status=int(d["s"]), latency=float(d["l"]),
-                                          region=d.get("r"), error=d.get("e")))
+                                          region=d.get("r"), error=d.get("e"), client=d.get("c")))
                 except (ValueError, KeyError, TypeError):
                     continue  # a user locustfile may write other lines; they are not ours
         self.records.extend(new)

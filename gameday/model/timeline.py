@@ -95,6 +95,10 @@ class RequestRec:
     region: str | None = None
     """Region that served it (from ``X-Served-By``)."""
     error: str | None = None
+    client: str | None = None
+    """The client that sent it (its own DNS cache and connection pool), where the load
+    generator names one: the unit of the request-ratio verdicts' bounds, since a client's
+    requests fail together (:func:`gameday.verdicts.stats.units_above`)."""
 
     @property
     def failed(self) -> bool:

@@ -6,14 +6,8 @@ from collections.abc import Mapping
 
 from gameday.model.timeline import AlarmObs, RequestRec, UtilObs
 from gameday.verdicts.measure import Check
-from gameday.verdicts.stats import (
-    FALSE_FAILURE,
-    one_per_second,
-    probability,
-    ratio_above,
-    sign_test,
-    sign_test_min_samples,
-)
+from gameday.verdicts.ratios import bad_ratio_above
+from gameday.verdicts.stats import FALSE_FAILURE, one_per_second, probability, sign_test, sign_test_min_samples
 
 
 def static_headroom(capacity: Mapping[str, float], offered: float, margin: float,
@@ -88,13 +82,12 @@ def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors:
         else:
             notes.append(f"{seen}: not sustained, P = {probability(tail)} > {FALSE_FAILURE:g}")
     reqs = [r for r in requests if start <= r.t <= end]
-    over = sum(r.overload for r in reqs)
-    ratio = over / len(reqs) if reqs else 0.0
-    shown, tail = ratio_above(over, len(reqs), overload_ratio)
-    if shown:
-        problems.append(f"{over} of {len(reqs)} requests ({ratio:.2%}) were rejected as overloaded "
-                        f"(503/429), SLO {overload_ratio:.2%}: P(Binomial({len(reqs)}, {overload_ratio:g}) >= {over}) "
-                        f"= {probability(tail)} <= {FALSE_FAILURE:g} (false-failure probability)")
+    test = bad_ratio_above(reqs, _overload, overload_ratio)
+    ratio = test.ratio
+    if test.shown:
+        problems.append(f"{test.bad} of {test.n} requests ({ratio:.2%}) were rejected as overloaded "
+                        f"(503/429), SLO {overload_ratio:.2%}: {test.bound} <= {FALSE_FAILURE:g} "
+                        "(false-failure probability)")
     peaks = {r: max((u.utilisation for u in util if u.region == r and start <= u.t <= end), default=0.0)
              for r in survivors}
     unseen = f"utilisation n/a for {', '.join(na)}: no utilisation source" if na else ""
@@ -103,9 +96,13 @@ def dynamic_headroom(util: list[UtilObs], requests: list[RequestRec], survivors:
     else:
         shown_peaks = ("peak utilisation " + ", ".join(f"{r} {p:.0%}" for r, p in peaks.items())) if peaks else ""
         overload = f"overload {ratio:.2%}" + ("" if ratio <= overload_ratio else
-                                               f" (not shown above {overload_ratio:.2%}: P = {probability(tail)})")
+                                               f" (not shown above {overload_ratio:.2%}: {test.bound})")
         detail = "; ".join(p for p in (shown_peaks, *notes, unseen, overload) if p)
     return Check("dynamic_headroom", not problems, detail)
+
+
+def _overload(r: RequestRec) -> bool:
+    return r.overload
 
 
 def stale_alarms(alarms: list[AlarmObs], start: float, end: float, role_prefix: str = "proxy") -> list[AlarmObs]:

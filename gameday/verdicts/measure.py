@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gameday.model.timeline import CpObs, NodeObs, RequestRec, Timeline
-from gameday.verdicts.stats import FALSE_FAILURE, p50_p99, probability, ratio_above
+from gameday.verdicts.ratios import RatioTest, bad_ratio_above, unit_name
+from gameday.verdicts.stats import FALSE_FAILURE, p50_p99
 
 Definition = Literal["entry-node versions", "routable sets", "dns answers"]
 """How switchover was measured (DESIGN.md §7): the §4 definition where every surviving entry
@@ -182,8 +183,9 @@ def error_ratio(reqs: list[RequestRec]) -> float:
 
 
 def _windows(reqs: list[RequestRec], t_fault: float, until: float, window: float,
-             step: float) -> Iterable[tuple[float, int, int]]:
-    """(start, requests, errors) of each *window*-second window from *t_fault*, *step* apart."""
+             step: float) -> Iterable[tuple[float, int, int, int]]:
+    """(start, first, end, errors) of each *window*-second window from *t_fault*, *step* apart:
+    its requests are ``reqs[first:end]``."""
     lo = hi = 0
     errors = 0
     s = t_fault
@@ -195,8 +197,12 @@ def _windows(reqs: list[RequestRec], t_fault: float, until: float, window: float
             errors -= reqs[lo].failed
             lo += 1
         if hi > lo:
-            yield s, hi - lo, errors
+            yield s, lo, hi, errors
         s += step
+
+
+def _failed(r: RequestRec) -> bool:
+    return r.failed
 
 
 def client_recovery(
@@ -206,12 +212,14 @@ def client_recovery(
     """Start of the first *window*-second window after *t_fault* whose client error ratio
     is within *slo*, minus *t_fault*. Requests are sorted by send time.
 
-    Where no window's ratio is within *slo*, the counts decide (:mod:`gameday.verdicts.stats`):
-    the first window whose ``k`` errors of ``n`` requests do not show the ratio above *slo*
-    (``P(Binomial(n, slo) >= k) > FALSE_FAILURE``) counts as recovered, and the detail says so:
+    Where no window's ratio is within *slo*, the counts decide (:mod:`gameday.verdicts.ratios`):
+    the first window whose errors do not show the ratio above *slo* at false-failure probability
+    :data:`~gameday.verdicts.stats.FALSE_FAILURE` counts as recovered, and the detail says so:
     7 errors of 600 (1.2 %) in every window are noise around 1 %, not clients that never
-    recovered. So a healthy federation fails "clients did not recover" with probability at most
-    :data:`~gameday.verdicts.stats.FALSE_FAILURE`. (Only then: a window within *slo* keeps the
+    recovered. The unit is the client where the requests name theirs (a client's requests fail
+    together: counting them as independent would fail a healthy federation more often than
+    stated), else the request. So a healthy federation fails "clients did not recover" with
+    probability at most :data:`~gameday.verdicts.stats.FALSE_FAILURE`. (Only then: a window within *slo* keeps the
     figure's §4 meaning, not moved earlier by a window still holding the outage's last errors.)
 
     *clock_uncertainty*: how far request send times may be off the harness's clock (records
@@ -224,9 +232,10 @@ def client_recovery(
               "offsets" if clock_uncertainty > 0 else "")
     worst = 0.0
     judged = 0
-    first_noise: tuple[float, int, int, float] | None = None
-    for s, n, errors in _windows(reqs, t_fault, until, window, step):
+    first_noise: tuple[float, RatioTest] | None = None
+    for s, lo, hi, errors in _windows(reqs, t_fault, until, window, step):
         judged += 1
+        n = hi - lo
         ratio = errors / n
         worst = max(worst, ratio)
         if ratio <= slo:
@@ -234,16 +243,15 @@ def client_recovery(
                           f"{n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], "
                           f"error ratio {ratio:.3%} <= {slo:.2%}{clocks}")
         if first_noise is None:
-            above, tail = ratio_above(errors, n, slo)
-            if not above:
-                first_noise = (s, n, errors, tail)
+            test = bad_ratio_above(reqs[lo:hi], _failed, slo)
+            if not test.shown:
+                first_noise = (s, test)
     if first_noise is not None:
-        s, n, errors, tail = first_noise
+        s, test = first_noise
         return Figure("client_recovery", s - t_fault, step + clock_uncertainty,
-                      f"{n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], error ratio "
-                      f"{errors / n:.3%}: over {slo:.2%} in every window, but not shown above it "
-                      f"(P(Binomial({n}, {slo:g}) >= {errors}) = {probability(tail)} > {FALSE_FAILURE:g}, "
-                      f"the false-failure probability){clocks}")
+                      f"{test.n} requests in [{_rel(s, t_fault)}, {_rel(s + window, t_fault)}], error ratio "
+                      f"{test.ratio:.3%}: over {slo:.2%} in every window, but not shown above it "
+                      f"({test.bound} > {FALSE_FAILURE:g}, the false-failure probability){clocks}")
     if not judged:
         # Observed for less than one window (an aborted drill): say what was seen, not a
         # "worst window" of windows that never were.
@@ -255,7 +263,7 @@ def client_recovery(
     return Figure("client_recovery", None, 0.0,
                   f"no {window:g} s window after the fault had an error ratio <= {slo:.2%} "
                   f"(worst window {worst:.1%}; observed until {_rel(until, t_fault)}; every window shown above "
-                  f"it at false-failure probability <= {FALSE_FAILURE:g}, binomial bound on its request counts)")
+                  f"it at false-failure probability <= {FALSE_FAILURE:g}, {unit_name(reqs)})")
 
 
 def read_latency(requests: Iterable[RequestRec], lo: float, hi: float) -> dict[str, object] | None:

@@ -12,6 +12,14 @@ only when the counts show the limit exceeded with a false-failure probability of
   bad requests happen with probability ``P(Binomial(n, p0) >= k)``, computed exactly (no
   normal approximation). The ratio is shown above the limit when that tail is at most
   :data:`FALSE_FAILURE`: a healthy federation is then failed at most that often.
+- **a ratio of clients' requests** (the same verdicts, where the load names each request's
+  client, as gameday's own does): a client's requests are not independent. One that holds a dead
+  region's address fails every request until its cache expires, so the errors come in clusters
+  and the binomial bound above, counting requests, fails a healthy federation more often than it
+  says. The client is the unit instead: each client's share of bad requests ``x_c = k_c / n_c``
+  is in [0, 1] with mean at most ``p0`` under the worst healthy case, and the clients are
+  independent, so by the Chernoff-Hoeffding bound ``P(sum x_c >= x) <= exp(-m KL(x/m || p0))``
+  over the ``m`` clients, whatever the correlation inside each client (:func:`units_above`).
 - **utilisation per second** (headroom): a sign test. ``k`` of ``n`` one-second samples (at
   least 1 s apart) above the limit; a region whose typical second is within the limit (median
   at or below it) has each sample above with probability at most 1/2, so ``k`` or more above
@@ -71,6 +79,45 @@ def ratio_above(k: int, n: int, limit: float, delta: float = FALSE_FAILURE) -> t
         return False, 1.0
     tail = binomial_tail(k, n, limit)
     return tail <= delta, tail
+
+
+def kl_bernoulli(q: float, p: float) -> float:
+    """The Kullback-Leibler divergence ``KL(Bernoulli(q) || Bernoulli(p))``, in nats."""
+    def term(a: float, b: float) -> float:
+        return 0.0 if a == 0.0 else a * math.log(a / b)
+    return term(q, p) + term(1.0 - q, 1.0 - p)
+
+
+def hoeffding_tail(mean: float, m: int, p: float) -> float:
+    """Chernoff-Hoeffding: an upper bound on ``P(sum >= m * mean)`` for the sum of *m*
+    independent variables in [0, 1], each with expectation at most *p*; 1.0 when *mean* <= *p*."""
+    if m <= 0 or mean <= p:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if mean >= 1.0:
+        return p ** m
+    return min(1.0, math.exp(-m * kl_bernoulli(mean, p)))
+
+
+def units_above(units: Sequence[tuple[int, int]], limit: float,
+                delta: float = FALSE_FAILURE) -> tuple[bool, float, float]:
+    """Do the ``(bad, of)`` counts of independent *units* (clients), whose own requests may
+    fail together, show the ratio of bad requests above *limit*, failing a federation whose
+    every request is bad with probability at most *limit* at most *delta* of the time?
+
+    The statistic is the mean of the units' own shares (a unit with 3 requests, 2 bad, counts
+    2/3); :func:`hoeffding_tail` bounds its tail without assuming anything inside a unit.
+
+    Returns:
+        (shown above, the bound on the tail probability, the mean share).
+    """
+    shares = [bad / of for bad, of in units if of > 0]
+    if not shares:
+        return False, 1.0, 0.0
+    mean = sum(shares) / len(shares)
+    tail = hoeffding_tail(mean, len(shares), limit)
+    return tail <= delta, tail, mean
 
 
 def sign_test_min_samples(delta: float = FALSE_FAILURE) -> int:
