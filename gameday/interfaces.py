@@ -13,7 +13,8 @@ What only some targets can do is an optional capability, a small runtime-checkab
 protocol tested with ``isinstance``: :class:`Liveness` (the drill's watcher names a
 component that dies mid-drill; ``local`` has it, from its pids), :class:`Reconcilable`
 (R3), :class:`Releasable` (R12), :class:`HasAlarmLines` (R6, and the drill's alarm
-count), :class:`FaultPlanner` (dry runs in words), :class:`HasFaults` (faults of its
+count), :class:`FaultPlanner` (dry runs in words), :class:`RecordsCalls` (dry runs as the calls
+a target would make), :class:`StatesTiming` (the prediction's inputs), :class:`HasFaults` (faults of its
 own, looked up before the built-in table), :class:`HasManifests` (R11),
 :class:`HasSoftware` (the report's environment), :class:`SharedFederation` (other
 processes drill the same federation: the drill serialises on its key). A suite test that
@@ -53,6 +54,7 @@ __all__ = [
     "HasStatePrimary",
     "Liveness",
     "Reconcilable",
+    "RecordsCalls",
     "RegionInfo",
     "Releasable",
     "ReleaseMechanism",
@@ -196,6 +198,16 @@ class FaultPlanner(Protocol):
 
 
 @runtime_checkable
+class RecordsCalls(Protocol):
+    """A target that can run in a dry-run mode of its own, in which inject and revert record and
+    print every call they would make and make none (kind and kube against the API server)."""
+
+    @property
+    def dry_run(self) -> bool:
+        """True: this target makes no call; its inject and revert only record and print them."""
+
+
+@runtime_checkable
 class HasFaults(Protocol):
     """A target that brings faults of its own (e.g. the commands of a federation profile):
     the drill looks a fault up here first, then in :data:`gameday.faults.FAULTS`."""
@@ -298,6 +310,7 @@ CAPABILITIES: dict[type, str] = {
     HasAlarmLines: "read its entry nodes' alarm lines",
     Liveness: "tell which components run",
     FaultPlanner: "plan a fault without injecting it",
+    RecordsCalls: "record its calls without making them (its own dry-run mode)",
     HasFaults: "bring faults of its own",
     HasManifests: "name the Kubernetes manifests it deploys",
     HasSoftware: "name the software its federation runs",

@@ -22,9 +22,8 @@ import pytest
 from gameday.drill.context import DrillContext
 from gameday.errors import DrillRefused
 from gameday.faults import Fault
-from gameday.interfaces import FaultPlanner, StatesTiming
+from gameday.interfaces import FaultPlanner, RecordsCalls, StatesTiming
 from gameday.model import preflight
-from gameday.model.topology import Timing, Topology
 from gameday.observers.sources import Sources
 from gameday.verdicts.predict import Prediction, predict, unpredicted
 
@@ -54,14 +53,14 @@ class DrillChecks:
         Raises:
             DrillRefused: with the arithmetic and what to change.
         """
-        # Neither is part of the Target protocol: an external target states its detection
-        # timing only when its profile does (``timing``, else None: unknown).
+        # Detection as the target states it (StatesTiming): an external target only where its
+        # profile states all of fall, probe_interval and probe_timeout; else unknown (0 s).
         target = self.ctx.target
-        timing = getattr(target, "timing", None)
-        if not isinstance(timing, Timing):
-            topo = getattr(target, "topology", None)
-            timing = topo.timing if isinstance(topo, Topology) else None
-        return preflight.check_clients_can_move(timing, self.ctx.dns_ttl, self.ctx.slo.switchover_limit,
+        checks = None
+        if isinstance(target, StatesTiming):
+            st = target.stated_timing()
+            checks = preflight.HealthChecks.stated(st.fall, st.probe_interval, st.probe_timeout)
+        return preflight.check_clients_can_move(checks, self.ctx.dns_ttl, self.ctx.slo.switchover_limit,
                                                 action=action)
 
     def prediction(self, fault: Fault, action: str, *, entry_nodes_route: bool) -> Prediction:
@@ -103,7 +102,7 @@ class DrillChecks:
         action = f"{kind} {region or ''}".strip()
         if isinstance(target, FaultPlanner):
             inject, revert = target.plan_fault(kind, region, params)
-        elif getattr(target, "dry_run", False) is True:
+        elif isinstance(target, RecordsCalls) and target.dry_run:
             # kind/kube in dry-run print and record every API call and make none.
             target.inject(kind, region, dict(params))
             target.revert(kind, region, dict(params))

@@ -74,8 +74,13 @@ class FaultGuard:
                 return
             w = active.window
             w.t_revert_call = time.monotonic()
+            what = f"{w.kind} {w.region or ''}".strip()
+            # A signal waits from here until the block has recorded its result (the session's
+            # on_result releases the hold): the revert, the steady-state wait after it, the ledger.
+            self.ctx.interrupts.hold("revert", f"reverting {what}")
             try:
                 self.ctx.target.revert(w.kind, w.region, w.params)
+                self.ctx.interrupts.hold("revert", f"{what} reverted, waiting for the federation's steady state")
             except Exception as exc:
                 raise RestoreIncomplete(
                     f"reverting {w.kind} {w.region or ''} failed; the ledger keeps it: run `gameday restore`"

@@ -276,14 +276,16 @@ class FaultPhases:
             c.interrupts.note_injection(label)
             t_call = time.monotonic()
             tl.mark(t_call, "inject_call", label)
-            try:
-                c.target.inject(kind, region, params)
-            finally:
-                t_fault = time.monotonic()
-                tl.mark(t_fault, "fault", label)
-                watcher.took_effect(entry.id, t_fault)
-                c.ledger.update_params(entry.id, params)
-                step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
+            # An injection always completes and is recorded: a signal meanwhile is raised after.
+            with c.interrupts.shielded(f"injecting {label}"):
+                try:
+                    c.target.inject(kind, region, params)
+                finally:
+                    t_fault = time.monotonic()
+                    tl.mark(t_fault, "fault", label)
+                    watcher.took_effect(entry.id, t_fault)
+                    c.ledger.update_params(entry.id, params)
+                    step.params["injection call"] = f"{(t_fault - t_call) * 1000:.0f} ms"
         return entry, FaultWindow(kind, region, t_call, t_fault, params=dict(params))
 
     def new_result(self, req: FaultRequest, window: FaultWindow, observer: Observer, *,

@@ -9,11 +9,35 @@ arithmetic that passed, so a dry run can show why the drill would be allowed.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from gameday.errors import ConfigError, DrillRefused
 from gameday.model.parts import RegionInfo
 from gameday.model.topology import Timing
 from gameday.runtime.settings import SLO
+
+
+@dataclass(frozen=True)
+class HealthChecks:
+    """How a federation's health checks detect a failed gateway, where it states all three."""
+
+    fall: int
+    probe_interval: float
+    probe_timeout: float
+
+    @property
+    def detection(self) -> float:
+        """Seconds until a failed gateway is noticed at the latest: ``fall`` probes one
+        ``probe_interval`` apart, the last one waiting ``probe_timeout``."""
+        return self.fall * self.probe_interval + self.probe_timeout
+
+    @classmethod
+    def stated(cls, fall: int | None, probe_interval: float | None,
+               probe_timeout: float | None) -> HealthChecks | None:
+        """The checks from stated values; None where any is unstated (detection unknown)."""
+        if fall is None or probe_interval is None or probe_timeout is None:
+            return None
+        return cls(fall, probe_interval, probe_timeout)
 
 
 def check_capacity(regions: Sequence[RegionInfo], out: Sequence[str], *, offered: float, margin: float,
@@ -44,7 +68,7 @@ def check_capacity(regions: Sequence[RegionInfo], out: Sequence[str], *, offered
     return f"capacity with {', '.join(out)} out: {arithmetic}"
 
 
-def check_clients_can_move(timing: Timing | None, dns_ttl: float, switchover_limit: float, *,
+def check_clients_can_move(timing: HealthChecks | None, dns_ttl: float, switchover_limit: float, *,
                            action: str | None = None) -> str:
     """Detection plus the DNS TTL must fit the switchover limit.
 

@@ -104,12 +104,6 @@ class Timing(StrictModel):
             )
         return self
 
-    @property
-    def detection(self) -> float:
-        """Seconds until a failed gateway is noticed at the latest: ``fall`` probes one
-        ``probe_interval`` apart, the last one waiting ``probe_timeout``."""
-        return self.fall * self.probe_interval + self.probe_timeout
-
 
 SYNC_CHAIN = 0.1
 """Seconds, at most, the reference federation's sync chain takes from an agent's health

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -21,20 +20,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FunctionType
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from gameday.drill import Drill
 from gameday.errors import ConfigError, DrillRefused, GamedayError, LoadError
 from gameday.faults import FAULTS, Ledger
-from gameday.interfaces import Endpoints, HasSoftware, Target
+from gameday.interfaces import Endpoints, HasSoftware, StatesTiming, Target
 from gameday.load.generator import LoadGenerator
 from gameday.load.runner import LoadRunner
 from gameday.model import preflight
 from gameday.model.timeline import FaultWindow
-from gameday.model.topology import DEFAULT_TOPOLOGY, Topology, load_topology
+from gameday.model.topology import DEFAULT_TOPOLOGY, MAX_DNS_TTL, Topology, load_topology
 from gameday.reports import allure_attach, plots
 from gameday.reports.history import HistoryRow, check_regression, load_history
 from gameday.reports.steps import NoSteps, Steps
@@ -221,41 +219,14 @@ def describe_pending(state: SessionState) -> str:
     return "; ".join(parts)  # empty: nothing is being reverted (the handler says so)
 
 
-class _ShieldedTarget:
-    """The drill's view of the target: injecting and reverting are not interrupted.
-
-    An injection always completes (then the signal is raised); a revert is shielded
-    from the end of the fault's block (:func:`drill`'s ``on_block_end``; from the call
-    itself when nothing said the block ended) until the block has recorded its result
-    (``on_result``), so the steady-state wait after it and the ledger update complete
-    too. Everything else is the target's own.
-    """
-
-    def __init__(self, target: Target, interrupts: Interrupts) -> None:
-        self._target = target
-        self._interrupts = interrupts
-        # The target's methods and name as real attributes, not only through __getattr__:
-        # isinstance() against a runtime-checkable protocol (an optional capability such as
-        # liveness) looks attributes up statically from Python 3.12 on.
-        for attr, static in inspect.getmembers_static(type(target)):
-            if attr.startswith("_") or attr in ("inject", "revert"):
-                continue
-            if attr == "name" or isinstance(static, (FunctionType, staticmethod, classmethod)):
-                setattr(self, attr, getattr(target, attr))
-
-    def inject(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        self._interrupts.refuse_injection(f"{kind} {region or ''}".strip())  # never after a signal
-        with self._interrupts.shielded(f"injecting {kind} {region or ''}".strip()):
-            self._target.inject(kind, region, params)
-
-    def revert(self, kind: str, region: str | None, params: dict[str, Any]) -> None:
-        what = f"{kind} {region or ''}".strip()
-        self._interrupts.hold("revert", f"reverting {what}")
-        self._target.revert(kind, region, params)
-        self._interrupts.hold("revert", f"{what} reverted, waiting for the federation's steady state")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._target, name)
+def clients_ttl(target: Target, topology: Topology) -> float:
+    """Seconds the drill's clients hold a DNS answer: the TTL the target states (an external
+    target's profile, else its DNS server's answers at the last health check; unknown: the
+    longest the harness accepts), else the topology's."""
+    if isinstance(target, StatesTiming):
+        ttl = target.stated_timing().dns_ttl
+        return float(ttl) if ttl is not None else float(MAX_DNS_TTL)
+    return float(topology.timing.dns_ttl)
 
 
 # -- targets ---------------------------------------------------------------------------------------------
@@ -532,15 +503,13 @@ def drill(config: pytest.Config, state: SessionState, target: Target, node: pyte
         # after it and the result's record are finished first (released in on_result).
         state.interrupts.hold("revert", f"reverting {window.kind} {window.region or ''}".strip())
 
-    shielded = cast(Target, _ShieldedTarget(target, state.interrupts))  # duck-typed: delegates the rest
     steps: Steps = allure_attach.AllureSteps(config) if allure_attach.allure_active(config) else NoSteps()
     d = Drill(
-        shielded, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
+        target, state.settings, seed_key=node.nodeid.split("[")[0], ledger=state.ledger,
         offered=runner.rate if runner else (state.settings.load.rate or state.topology.load.rate),
         margin=state.topology.load.margin, load=runner, progress=_progress_writer(config),
-        # An external target knows its TTL from its profile or its DNS server's answers.
-        round_index=round_index, dns_ttl=float(getattr(target, "dns_ttl", state.topology.timing.dns_ttl)),
-        on_result=on_result, on_block_end=on_block_end, steps=steps,
+        round_index=round_index, dns_ttl=clients_ttl(target, state.topology),
+        on_result=on_result, on_block_end=on_block_end, steps=steps, interrupts=state.interrupts,
         skip_unavailable_faults=node.get_closest_marker("conformance") is not None,
     )
     yield d
@@ -595,9 +564,9 @@ def prediction_header(state: SessionState) -> list[str]:
     (DESIGN.md §8); a profile's TTL is checked against the DNS server's answers before each drill."""
     fault = FAULTS[HEADLINE_FAULT]
     if state.profile is not None:
-        from gameday.targets.external import ExternalTarget  # noqa: PLC0415  (only with a profile)
+        from gameday.targets.external import profile_timing  # noqa: PLC0415  (only with a profile)
 
-        timing = ExternalTarget(state.profile).stated_timing()
+        timing = profile_timing(state.profile)
         note = " (TTL checked against the DNS server's answers before each drill)"
     elif state.topology is not None:
         timing = timing_from_topology(state.topology, f"topology {state.topology.name!r}")

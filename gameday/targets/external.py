@@ -288,33 +288,12 @@ class ExternalTarget:
     # -- the prediction's inputs (StatesTiming) --------------------------------------------------------
     def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
         """The profile's ``timing:`` plus the TTL the DNS server answered with at the last health
-        check. The DNS server acts on its own health checks (``timing`` describes them): its
-        propagation to the answers is ``timing.gslb_delay``, or 0 (at once) where not stated; the
-        entry nodes' is ``timing.propagation`` or unknown.
+        check (:func:`profile_timing`).
 
         Args:
             prefer_observed_ttl: judge with the observed TTL where it contradicts the stated one.
         """
-        t = self.profile.timing
-        source = f"profile {self.loaded.path.name}"
-        stated = t.dns_ttl if t is not None else None
-        observed = self._observed_ttl
-        if observed is not None and (stated is None or prefer_observed_ttl or observed == stated):
-            ttl: float | None = float(observed)
-            ttl_from = ("observed in the DNS server's answers" if stated is None or stated != observed
-                        else "timing.dns_ttl, as the DNS server answers")
-        else:
-            ttl, ttl_from = (float(stated), "timing.dns_ttl (not yet observed)") if stated is not None else (None, "")
-        propagation = t.propagation if t is not None else None
-        return StatedTiming(
-            source=source, probe_interval=t.probe_interval if t else None, probe_timeout=t.probe_timeout if t else None,
-            fall=t.fall if t else None, dns_ttl=ttl, dns_ttl_from=ttl_from,
-            gslb_propagation=t.gslb_delay if t is not None and t.gslb_delay is not None else 0.0,
-            gslb_propagation_from=(f"timing.gslb_delay: the DNS server answers up to {t.gslb_delay:g} s after deciding"
-                                   if t is not None and t.gslb_delay is not None else "timing.gslb_delay not stated: "
-                                   "the DNS server is taken to answer from its health decisions at once"),
-            entry_propagation=propagation, entry_propagation_from="timing.propagation" if propagation is not None
-            else "")
+        return profile_timing(self.loaded, self._observed_ttl, prefer_observed_ttl=prefer_observed_ttl)
 
     def timing_contradiction(self) -> str | None:
         """The profile's ``timing.dns_ttl`` against the TTL the DNS server answered with at the last
@@ -503,3 +482,34 @@ class ExternalTarget:
             fault = CommandFault(what, spec, spec, on_run=self._ran)
         fault.revert()
         params[_REVERTED_KEY] = True
+
+def profile_timing(loaded: LoadedProfile, observed_ttl: float | None = None, *,
+                   prefer_observed_ttl: bool = False) -> StatedTiming:
+    """A profile's ``timing:`` as the prediction's inputs, with the TTL the DNS server answered
+    with (*observed_ttl*, None: not yet seen). The DNS server acts on its own health checks
+    (``timing`` describes them): its propagation to the answers is ``timing.gslb_delay``, or 0
+    (at once) where not stated; the entry nodes' is ``timing.propagation`` or unknown.
+
+    Args:
+        prefer_observed_ttl: judge with the observed TTL where it contradicts the stated one.
+    """
+    t = loaded.profile.timing
+    source = f"profile {loaded.path.name}"
+    stated = t.dns_ttl if t is not None else None
+    observed = observed_ttl
+    if observed is not None and (stated is None or prefer_observed_ttl or observed == stated):
+        ttl: float | None = float(observed)
+        ttl_from = ("observed in the DNS server's answers" if stated is None or stated != observed
+                    else "timing.dns_ttl, as the DNS server answers")
+    else:
+        ttl, ttl_from = (float(stated), "timing.dns_ttl (not yet observed)") if stated is not None else (None, "")
+    propagation = t.propagation if t is not None else None
+    return StatedTiming(
+        source=source, probe_interval=t.probe_interval if t else None, probe_timeout=t.probe_timeout if t else None,
+        fall=t.fall if t else None, dns_ttl=ttl, dns_ttl_from=ttl_from,
+        gslb_propagation=t.gslb_delay if t is not None and t.gslb_delay is not None else 0.0,
+        gslb_propagation_from=(f"timing.gslb_delay: the DNS server answers up to {t.gslb_delay:g} s after deciding"
+                               if t is not None and t.gslb_delay is not None else "timing.gslb_delay not stated: "
+                               "the DNS server is taken to answer from its health decisions at once"),
+        entry_propagation=propagation, entry_propagation_from="timing.propagation" if propagation is not None
+        else "")

@@ -817,5 +817,15 @@ def load_profile(path: str | Path, *, lenient: bool = False) -> LoadedProfile:
     """
     p = Path(path).absolute()
     text = read_text_file(p, "federation profile")
-    profile = parse_profile(load_yaml(text, str(path)), str(path), lenient=lenient)
-    return LoadedProfile(profile, p, text_sha256(text))
+    key = (p, text_sha256(text), lenient)
+    loaded = _PARSED.get(key)
+    if loaded is None:
+        profile = parse_profile(load_yaml(text, str(path)), str(path), lenient=lenient)
+        loaded = _PARSED[key] = LoadedProfile(profile, p, key[1])
+    return loaded
+
+
+_PARSED: dict[tuple[Path, str, bool], LoadedProfile] = {}
+"""Profiles already validated, by file and text: the session, the target and its parts each load
+the profile, and one text is validated once (the models are frozen, so one object is shared); a
+file that changed is read as it is now."""

@@ -208,7 +208,8 @@ def test_capacity_is_checked_for_the_regions_the_drill_takes_out() -> None:
 
 
 def test_detection_plus_ttl_must_fit_the_switchover_limit() -> None:
-    timing = load_topology().timing  # 3 x 0.2 s + 0.15 s = 0.75 s to detect
+    t = load_topology().timing  # 3 x 0.2 s + 0.15 s = 0.75 s to detect
+    timing = preflight.HealthChecks(t.fall, t.probe_interval, t.probe_timeout)
     assert preflight.check_clients_can_move(timing, 5, 5.75).endswith("= 5.75 s <= 5.75 s")
     with pytest.raises(DrillRefused, match=r"DNS TTL 5 s = 5.75 s, above the switchover limit 5.7 s"):
         preflight.check_clients_can_move(timing, 5, 5.7)

@@ -144,10 +144,6 @@ class ProfileKubeTarget:
     def sources(self) -> Sources:
         return self.external.sources()
 
-    @property
-    def dns_ttl(self) -> float:
-        return self.external.dns_ttl
-
     def stated_timing(self, *, prefer_observed_ttl: bool = False) -> StatedTiming:
         """As the external target: the profile's ``timing:`` and the TTL the DNS server answers with."""
         return self.external.stated_timing(prefer_observed_ttl=prefer_observed_ttl)
