@@ -23,6 +23,14 @@ INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider -p no:gameday_plots 
 CPU-second per drill) and no history (each control's directory is new: nothing to judge against)."""
 
 
+# Beneath every control's own change: health checks that wait 0.5 s, not local.yaml's 0.15 s. A
+# control's drill runs beside another on a loaded 2-core machine, where one check against a region
+# it did not touch can take over 0.15 s; the drill then reads its harness as starved and the test
+# as inconclusive (every rerun in three fresh-clone CIs was one). A refused or unready gateway still
+# fails its check at once, so the defects these controls break show the same.
+BASE: dict[str, Any] = {"timing": {"probe_timeout": 0.5}}
+
+
 @pytest.fixture
 def broken_run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
     """Copy suite files into a pytester dir, write a broken topology, run them.
@@ -37,6 +45,7 @@ def broken_run(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
             dst = pytester.path / Path(rel).name
             shutil.copy(SUITES / rel, dst)
         topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
+        merge_changes(topo, BASE)
         merge_changes(topo, changes)
         (pytester.path / "broken.yaml").write_text(yaml.safe_dump(topo))
         return pytester.runpytest_subprocess("--gameday-topology=broken.yaml", *args, timeout=timeout)

@@ -19,8 +19,10 @@ def test_slow_sync_fails_the_switchover_limit(broken_run):
     # The control plane holds every broadcast back 4 s; the SLO here is 2 s. DNS TTL 1 s:
     # with the default 5 s, clients could not move within 2 s and the drill is refused up front;
     # stale_after 1.5 s: the default 10 s is refused against a 2 s limit (its alarm could not fail).
+    # probe_timeout 0.15 s (local.yaml's, below the controls' 0.5 s): the preflight counts it in
+    # detection, 3 x 0.2 + 0.5 + TTL 1 = 2.1 s would be refused against 2 s.
     result = broken_run([HEADLINE], {"control_plane": {"broadcast_delay": 4},
-                                     "timing": {"dns_ttl": 1, "stale_after": 1.5}},
+                                     "timing": {"dns_ttl": 1, "stale_after": 1.5, "probe_timeout": 0.15}},
                         "--gameday-switchover-limit=2", "--gameday-recovery-window=3")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*AssertionError: switchover took 4.* s ± * s, limit 2 s: all 4 surviving*"])

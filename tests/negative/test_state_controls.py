@@ -172,10 +172,11 @@ def test_an_old_primary_that_comes_back_unfenced_fails_fencing(broken_run, pytes
 
 def test_a_promotion_slower_than_stated_fails_write_recovery_vs_prediction_and_only_it(broken_run, pytester):
     # async replication, the primary's store node killed. Healthy (the twin above), the controller
-    # declares it failed after fall = 3 checks 0.2 s apart, promotes once the 1 s lease ran out,
-    # and writes are taken again inside the predicted 1.2-3.6 s. Broken, it waits 6 s more before
-    # promoting (an approval step nobody stated): writes are refused until about t+6.5-7.5 s, well
-    # past 3.6 s + resolution + 0.3 s slack. Nothing is taken at an old epoch and nothing is
+    # declares it failed after fall = 3 checks 0.2 s apart (each failing at once or at the controls'
+    # 0.5 s timeout), promotes once the 1 s lease ran out, and writes are taken again inside the
+    # predicted 1.2-5.0 s. Broken, it waits 6 s more before promoting (an approval step nobody
+    # stated): writes are refused until t+7.2 s at the earliest (8.5 s seen), past 5.0 s +
+    # resolution + 0.3 s slack. Nothing is taken at an old epoch and nothing is
     # acknowledged while refused: fencing and the 180 s write-recovery limit pass. It could pass by
     # luck only if no write was sent in the ~2.5 s before the promotion (the resolution): at 5
     # writes/s, e^-12.5 = 4e-6.
@@ -184,7 +185,7 @@ def test_a_promotion_slower_than_stated_fails_write_recovery_vs_prediction_and_o
     failure = _failed_with(result,
                            r"AssertionError: write recovery vs prediction: ([\d.]+) s ± ([\d.]+) s is ([\d.]+) s later "
                            r"than predicted ([\d.]+)-([\d.]+) s")
-    assert float(failure.group(1)) > 6.0 and float(failure.group(5)) < 4.0, failure.group(0)
+    assert float(failure.group(1)) > 6.0 and float(failure.group(5)) <= 5.0, failure.group(0)
     assert _verdicts(pytester.path) == {"fencing": "pass", "write_recovery": "pass",
                                         "write_recovery_vs_prediction": "fail"}
 
