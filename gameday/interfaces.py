@@ -53,6 +53,7 @@ __all__ = [
     "HasSoftware",
     "HasStatePrimary",
     "Liveness",
+    "Reattachable",
     "Reconcilable",
     "RecordsCalls",
     "RegionInfo",
@@ -198,6 +199,17 @@ class FaultPlanner(Protocol):
 
 
 @runtime_checkable
+class Reattachable(Protocol):
+    """A target that ``gameday restore`` can re-attach to after a killed run, from the reference
+    (:meth:`Target.ref`) the ledger keeps; the built-in targets are, and a plugin's target is
+    when its class has this classmethod (the ledger then names its import path)."""
+
+    @classmethod
+    def attach(cls, ref: dict[str, Any]) -> Target:
+        """The target *ref* describes, re-attached to its running federation (nothing is started)."""
+
+
+@runtime_checkable
 class RecordsCalls(Protocol):
     """A target that can run in a dry-run mode of its own, in which inject and revert record and
     print every call they would make and make none (kind and kube against the API server)."""
@@ -311,6 +323,7 @@ CAPABILITIES: dict[type, str] = {
     Liveness: "tell which components run",
     FaultPlanner: "plan a fault without injecting it",
     RecordsCalls: "record its calls without making them (its own dry-run mode)",
+    Reattachable: "be re-attached to by `gameday restore` after a killed run",
     HasFaults: "bring faults of its own",
     HasManifests: "name the Kubernetes manifests it deploys",
     HasSoftware: "name the software its federation runs",

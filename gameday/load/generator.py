@@ -25,6 +25,7 @@ recorded) overrides :meth:`~RecordedLoad.liveness` and :meth:`~RecordedLoad.comp
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Protocol, runtime_checkable
 
 from gameday.model.parts import ComponentState
@@ -89,9 +90,10 @@ class LoadGenerator(Protocol):
         ...
 
 
-class RecordedLoad:
+class RecordedLoad(ABC):
     """A :class:`LoadGenerator` computed from its :attr:`records`: a subclass implements
-    :meth:`start`, :meth:`stop` and :meth:`poll` (which appends to :attr:`records`)."""
+    :meth:`start`, :meth:`stop` and :meth:`poll` (which appends to :attr:`records`); one that
+    leaves any out cannot be made (``TypeError`` at construction, naming them)."""
 
     def __init__(self, *, rate: float, users: int, timeout: float = 1.0) -> None:
         self.rate = rate
@@ -102,14 +104,21 @@ class RecordedLoad:
         self.dropped: list[float] = []
         """Arrival times that were not sent (an open model's in-flight cap)."""
 
+    @abstractmethod
     def start(self) -> None:
-        raise NotImplementedError
+        """Start sending :attr:`rate` requests/s; return once requests are being sent.
 
+        Raises:
+            LoadError: it could not start.
+        """
+
+    @abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop sending, then read the rest (as :meth:`poll`)."""
 
+    @abstractmethod
     def poll(self) -> list[RequestRec]:
-        raise NotImplementedError
+        """The requests completed since the last call, also appended to :attr:`records`."""
 
     def complete_until(self) -> float | None:
         """None: not known (the drill then allows for requests still on their way)."""

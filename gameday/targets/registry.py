@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gameday.errors import ConfigError, TargetError
+from gameday.interfaces import Reattachable
 from gameday.runtime.userinput import shown
 
 if TYPE_CHECKING:
@@ -157,16 +158,12 @@ class TargetRegistry:
         """Re-attach to target *name* from its ledger reference."""
         return self.get(name).reattach(ref)
 
-    def attach_path(self, target: object) -> str | None:
+    def attach_path(self, target: Target) -> str | None:
         """The import path of *target*'s ``attach`` for the ledger, or None when its name
         alone finds it again (a built-in) or it has no ``attach`` (restore then says so)."""
-        name = str(getattr(target, "name", ""))
-        attach = getattr(target, "attach", None)
-        # The class the classmethod is bound to: the target's own, also through a wrapper
-        # that delegates to it (the drill's view of the target does).
-        owner = getattr(attach, "__self__", None)
-        cls = owner if isinstance(owner, type) else type(target)
-        if not callable(attach):
+        name = target.name
+        cls = type(target)
+        if not isinstance(target, Reattachable):
             if name not in self._kinds:
                 log.warning("target %r (%s) has no attach classmethod: `gameday restore` cannot re-attach to it "
                             "after a killed run; its faults must then be reverted by hand", name, cls.__qualname__)

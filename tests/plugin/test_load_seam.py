@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from gameday.load.generator import RecordedLoad
+
 INI = "[pytest]\naddopts = -p no:locust -p no:cacheprovider -p no:gameday_plots -p no:gameday_history\n"
 
 THREAD_LOAD = '''
@@ -126,3 +128,15 @@ def test_a_load_hook_returning_something_else_is_an_error_naming_it(pytester: py
     result = pytester.runpytest_subprocess("--gameday-seed=2", timeout=120)
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*LoadError: pytest_gameday_make_load returned object, not a LoadGenerator*"])
+
+
+def test_a_recorded_load_that_leaves_a_method_out_cannot_be_made() -> None:
+    class Half(RecordedLoad):
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="abstract method poll"):
+        Half(rate=1.0, users=1)  # type: ignore[abstract]

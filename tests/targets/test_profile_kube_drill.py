@@ -36,6 +36,25 @@ def reference_federation(tmp_path_factory: pytest.TempPathFactory) -> Iterator[L
         fed.stop()
 
 
+COUNT_PARSES = """
+from pathlib import Path
+import gameday.targets.profile as profile
+
+calls = []
+real = profile.parse_profile
+
+def counting(*args, **kwargs):
+    calls.append(args[1] if len(args) > 1 else "")
+    return real(*args, **kwargs)
+
+profile.parse_profile = counting
+
+def pytest_unconfigure(config):
+    Path("parses").write_text(str(len(calls)))
+"""
+"""Counts the profile's validations (every load goes through ``parse_profile``)."""
+
+
 @pytest.mark.slow
 def test_the_headline_drill_as_a_kube_dry_run_prints_the_operation_and_its_inverse(
         reference_federation: LocalFederation, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,6 +78,7 @@ def test_the_headline_drill_as_a_kube_dry_run_prints_the_operation_and_its_inver
     (pytester.path / "kubeconfig").write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("KUBECONFIG", str(pytester.path / "kubeconfig"))
     pytester.makeini("[pytest]\naddopts = -p no:locust -p no:cacheprovider\n")
+    pytester.makeconftest(COUNT_PARSES)
     shutil.copy(REPO / "suites" / "gameday" / "test_gateway_outage.py", pytester.path)
     reports = pytester.path / "reports"
     result = pytester.runpytest_subprocess("test_gateway_outage.py", "--gameday-target=kube",
@@ -77,3 +97,6 @@ def test_the_headline_drill_as_a_kube_dry_run_prints_the_operation_and_its_inver
             f"(context staging-{region})") in revert
     ledger = reports / ".gameday" / "ledger.json"
     assert not ledger.exists() or "gateway_down" not in ledger.read_text()
+    # The session, the header's prediction, the kube target and the external target inside it
+    # each load the profile: its text is validated once, into one object they share.
+    assert (pytester.path / "parses").read_text() == "1"

@@ -20,9 +20,7 @@ from gameday.errors import DrillLockTimeout
 from gameday.faults import Ledger
 from gameday.interfaces import SharedFederation
 from gameday.model.topology import Topology, load_topology
-from gameday.plugin.session import _ShieldedTarget
 from gameday.runtime.drill_lock import lock_path
-from gameday.runtime.interrupts import Interrupts
 from gameday.runtime.settings import Settings
 from gameday.targets.external import ExternalTarget
 from gameday.targets.k8s import files as k8s_files
@@ -48,14 +46,10 @@ def topology() -> Topology:
     return load_topology(k8s_files.KIND_TOPOLOGY)
 
 
-def _shielded(target: object) -> object:
-    return _ShieldedTarget(target, Interrupts())  # type: ignore[arg-type]  # what the drill really sees
-
-
 def test_kind_and_kube_on_the_same_contexts_share_one_key(topology: Topology, tmp_path: Path) -> None:
     kube = KubeTarget(topology, tmp_path, allow=["kind-gd-*"], client_factory=_no_client)
     kind = KindTarget(topology, tmp_path / "kind", dry_run=True, out=io.StringIO())
-    for t in (kube, kind, _shielded(kube), _shielded(kind)):
+    for t in (kube, kind):  # what the drill sees: the target itself (no wrapper since 970d574)
         assert isinstance(t, SharedFederation), t
     assert kube.drill_lock_key() == kind.drill_lock_key() == KIND_KEY
     # Other contexts (the same topology on staging) are another federation.
@@ -81,7 +75,7 @@ def test_a_profile_is_keyed_by_its_service_whichever_target_drills_it(tmp_path: 
     for name in ("kube", "kind"):
         profiled = ProfileKubeTarget(load_profile(first), tmp_path / name, allow=["staging-*"], name=name,
                                      client_factory=_no_client)
-        assert isinstance(_shielded(profiled), SharedFederation)
+        assert isinstance(profiled, SharedFederation)
         assert profiled.drill_lock_key() == key
     v6 = tmp_path / "v6.yaml"
     v6.write_text(PROFILE.replace("server: 127.0.0.1", "server: '0:0::1'"))
@@ -91,7 +85,6 @@ def test_a_profile_is_keyed_by_its_service_whichever_target_drills_it(tmp_path: 
 def test_the_local_target_owns_its_federation(tmp_path: Path) -> None:
     local = LocalTarget(load_topology(), tmp_path)  # never started
     assert not isinstance(local, SharedFederation)
-    assert not isinstance(_shielded(local), SharedFederation)
 
 
 def test_a_kube_drill_waits_for_another_run_on_its_contexts_and_fails_before_touching_them(
@@ -99,7 +92,7 @@ def test_a_kube_drill_waits_for_another_run_on_its_contexts_and_fails_before_tou
     kube = KubeTarget(topology, tmp_path, allow=["kind-gd-*"], client_factory=_no_client, addresses=ADDRESSES)
     with LockHolder(KIND_KEY, tmp_path) as holder:
         progress: list[str] = []
-        drill = Drill(_shielded(kube), Settings(seed=1, drill_lock_timeout=0.6),  # type: ignore[arg-type]
+        drill = Drill(kube, Settings(seed=1, drill_lock_timeout=0.6),
                       seed_key="t", ledger=Ledger(tmp_path / "ledger.json"), offered=60, margin=0.2,
                       progress=progress.append)
         with pytest.raises(DrillLockTimeout, match=rf"refusing gateway_down b: the drill lock on {KIND_KEY} is still "
