@@ -87,19 +87,34 @@ def _clients(n_clients: int, per_client: int, failing: Callable[[int, int], bool
                        client=f"c{i % n_clients}") for i in range(n)]
 
 
-def test_client_recovery_counts_clients_not_requests_where_the_load_names_them() -> None:
+def test_client_recovery_asks_the_clients_before_saying_they_never_recovered() -> None:
     # One client of 20 fails all its 30 requests in every window (5 % of the requests): counted as
-    # 600 independent requests that is P(Binomial(600, 0.01) >= 30) = 1.6e-12, "never recovered";
-    # but a client whose share of errors has mean 1 % can fail them all together 1 % of the time,
-    # and 1 of 20 does 18 % of the time: not evidence (Chernoff-Hoeffding over 20 clients: 0.44).
+    # 600 independent requests that is P(Binomial(600, 0.01) >= 30) = 1.6e-12 in every window; but a
+    # client whose share of errors has mean 1 % can fail them all together 1 % of the time, and 1 of
+    # 20 does 18 % of the time: not evidence (Chernoff-Hoeffding over 20 clients: 0.44). So the
+    # clients recovered by the last window, not "never".
     one = _clients(20, 60, lambda c, j: c == 7)
     f = client_recovery(one, 0.0, 20.0, window=10.0, slo=0.01)
-    assert f.value == pytest.approx(0.0), f.detail
-    assert "not shown above it (Chernoff-Hoeffding over 20 clients' shares (mean 5.00%) <= 0.44" in f.detail
+    assert f.value == pytest.approx(10.0), f.detail
+    assert "the last window, error ratio 5.000%: every window's requests show it over 1.00%, but its clients' " \
+           "errors cluster and do not (Chernoff-Hoeffding over 20 clients' shares (mean 5.00%) <= 0.44" in f.detail
+    # Still observing (not final): no figure yet, so the drill observes on for a window within the SLO.
+    assert client_recovery(one, 0.0, 20.0, window=10.0, slo=0.01, final=False).value is None
     # Negative control: the same 5 % spread over every client (each fails 1 request in 20) is shown above.
     spread = _clients(200, 6, lambda c, j: (c + j) % 20 == 0)
     f = client_recovery(spread, 0.0, 20.0, window=10.0, slo=0.01)
-    assert f.value is None and "Chernoff-Hoeffding bound on its clients' error shares" in f.detail, f.detail
+    assert f.value is None and "also with its clients as the unit: Chernoff-Hoeffding over 200" in f.detail, f.detail
+
+
+def test_the_client_unit_does_not_place_the_recovery_in_time() -> None:
+    # The outage's own first window: 30 % of 40 clients fail their first 3 requests of 15 (6 %
+    # of the requests), then none. Counted by requests the first window is shown above 1 %, and
+    # the recovery is the first window within it (1.5 s); by clients it would not be (too little
+    # power), which would put the recovery at 0 s.
+    reqs = _clients(40, 30, lambda c, j: c < 12 and j < 3)
+    f = client_recovery(reqs, 0.0, 20.0, window=10.0, slo=0.01)
+    assert f.value is not None and f.value > 1.0, f.detail
+    assert "<= 1.00%" in f.detail
 
 
 def test_the_client_unit_holds_its_false_failure_probability_where_requests_fail_together() -> None:

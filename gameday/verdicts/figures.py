@@ -174,11 +174,13 @@ class DrillFigures:
                                  f"times/s of {rate.nominal_hz:.0f} asked (longest gap {rate.max_gap_s:.2f} s)")
 
     def client_recovery(self, until: float | None = None) -> Figure:
-        """*until*: judge only the windows that end by then (default: the revert, or now)."""
+        """*until*: judge only the windows that end by then (the drill still observing: the
+        clustered-clients step waits for the end, :func:`~gameday.verdicts.measure.client_recovery`);
+        default: the revert, or now, as the final figure."""
         tl = self.timeline.copy()
         return client_recovery(tl.requests, self.fault.t_fault, self._until if until is None else until,
                                window=self.slo.recovery_window, slo=self.slo.error_ratio,
-                               clock_uncertainty=self.clock_uncertainty)
+                               clock_uncertainty=self.clock_uncertainty, final=until is None)
 
     @property
     def _restore_from(self) -> float | None:

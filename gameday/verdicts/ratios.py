@@ -41,12 +41,6 @@ def clients_named(reqs: Sequence[RequestRec]) -> bool:
     return bool(reqs) and all(r.client is not None for r in reqs)
 
 
-def unit_name(reqs: Sequence[RequestRec]) -> str:
-    """The bound :func:`bad_ratio_above` uses for *reqs*, in words."""
-    return ("Chernoff-Hoeffding bound on its clients' error shares" if clients_named(reqs)
-            else "binomial bound on its request counts")
-
-
 def bad_ratio_above(reqs: Sequence[RequestRec], is_bad: Callable[[RequestRec], bool], limit: float,
                     delta: float = FALSE_FAILURE) -> RatioTest:
     """Do the requests *reqs*, *is_bad* of them bad, show the bad ratio above *limit*?"""

@@ -169,7 +169,10 @@ def caching_false_pass(clients: int = 200, share: float = 0.5, rate: float = 0.3
     others (one client's errors cluster, the clients do not: the unit is the client). Chernoff's
     bound ``P(S <= k) <= e^(tk) E[e^(-tS)]`` for each window start (0.1 s apart), summed over them.
     Errors of clients that re-resolve before the GSLB drops the region (and hold it 10 s more)
-    are left out: they only make the control fail harder."""
+    are left out: they only make the control fail harder. The recovery rule's last step (the last
+    window judged with the clients as the unit, when every window's requests show the ratio above
+    the SLO) cannot pass it either: it places the recovery at the last window's start, ~10 s after
+    the fault at the drill's end, past the 4 s limit."""
     k = 0
     while not ratio_above(k + 1, max_requests, 0.01)[0]:
         k += 1
