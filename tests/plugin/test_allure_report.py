@@ -40,9 +40,14 @@ def test_outage(drill, load):
     # between client recovery and the revert
     s = plots.timeline_series(result)
     rec = result.client_recovery().value
+    # and from the raw records, over the same span: what was sent, and who served it
+    t0 = result.fault.t_fault
+    sent = [q for q in result.timeline.requests if t0 + (rec or 0) + 0.5 <= q.t < t0 + s.markers["restore"] - 0.5]
     json.dump({"region": region, "recovered": rec,
                "before": {r: s.mean_served(r, -3, 0) for r in s.regions},
-               "after": {r: s.mean_served(r, (rec or 0) + 0.5, s.markers["restore"] - 0.5) for r in s.regions}},
+               "after": {r: s.mean_served(r, (rec or 0) + 0.5, s.markers["restore"] - 0.5) for r in s.regions},
+               "sent_after": len(sent),
+               "served_after": {r: sum(1 for q in sent if not q.failed and q.region == r) for r in s.regions}},
               open("series.json", "w"))
     result.assert_switchover_under()
     result.assert_dns_converged()
@@ -131,10 +136,14 @@ def test_a_drills_allure_results_tell_the_story(pytester: pytest.Pytester) -> No
     assert series["region"] == "a" and series["recovered"] is not None
     assert series["before"]["a"] > 5 and series["after"]["a"] == 0.0, series
     # Together, not each: which survivor a client lands on is the GSLB's weighted pick, so one
-    # survivor's own rate can stay near its old one (seen once on a loaded machine).
+    # survivor's own rate can stay near its old one (seen once on a loaded machine). Against what
+    # was sent in the same span, not the rate before the fault: on a loaded machine the load's own
+    # rate dips (a fresh-clone CI sent 36 requests in one second of 60 asked, and failed the old
+    # check, 43.5 req/s served after against 59.2 before).
     survivors = [r for r in series["after"] if r != "a"]
     assert all(series["after"][r] > 0 for r in survivors), series
-    assert sum(series["after"][r] for r in survivors) >= 0.8 * sum(series["before"].values()), series
+    assert series["served_after"]["a"] == 0 and series["sent_after"] > 0, series
+    assert sum(series["served_after"][r] for r in survivors) >= 0.9 * series["sent_after"], series
 
     # -- run 2: broken (slow broadcasts), another seed and so another region --------------------------
     topo = yaml.safe_load((REPO / "clusters" / "local.yaml").read_text())
